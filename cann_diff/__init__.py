@@ -1,0 +1,1 @@
+"""cann-diff: compare two Ascend NPU profiles and explain what changed."""

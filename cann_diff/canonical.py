@@ -1,0 +1,214 @@
+"""Canonical operator names: the normalize stage shared by every reader.
+
+Names are derived once per distinct (name, type, core) triple and mapped back to
+rows, so the cost grows with the number of distinct kernels, not with rows.
+Rules: DESIGN.md "Canonical operators" and FORMATS.md §5.3, §9.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+
+MISSING = {"", "N/A", "NA", "NAN", "NONE", "NULL"}
+
+COMM_TYPES = {
+    "allreduce": "AllReduce",
+    "allgather": "AllGather",
+    "allgatherv": "AllGatherV",
+    "reducescatter": "ReduceScatter",
+    "reducescatterv": "ReduceScatterV",
+    "broadcast": "Broadcast",
+    "alltoall": "AllToAll",
+    "alltoallv": "AllToAllV",
+    "alltoallvc": "AllToAllVC",
+    "send": "Send",
+    "receive": "Receive",
+    "batchsendrecv": "BatchSendRecv",
+    "reduce": "Reduce",
+    "scatter": "Scatter",
+    "barrier": "Barrier",
+}
+COMM_CORES = {"HCCL", "COMMUNICATION", "COMM"}
+CORE_ALIASES = {"HCCL": "COMM", "COMMUNICATION": "COMM", "N/A": "UNKNOWN", "": "UNKNOWN"}
+MEMCPY_TYPES = {"MEMCPY_ASYNC", "MEMCPYASYNC", "MEMCPY", "MEMCPY_H2D", "MEMCPY_D2H"}
+
+
+@dataclass(frozen=True)
+class FusedOp:
+    """One MC2 fused operator and what it becomes when run split (FORMATS.md §9.5)."""
+
+    fused_type: str
+    split: tuple[str, ...]
+    compute: tuple[str, ...]
+    comm: tuple[str, ...]
+    api: str
+    min_cann: str | None
+    enable: str
+
+
+def _load_json(path: Path | None, package_file: str) -> dict:
+    if path is None:
+        text = resources.files("cann_diff").joinpath("data").joinpath(package_file).read_text("utf-8")
+        return json.loads(text)
+    try:
+        data = json.loads(Path(path).read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(path, f"cannot read JSON map: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(path, "a map must be a JSON object")
+    return data
+
+
+@lru_cache(maxsize=8)
+def fusion_table(extra: Path | None = None) -> dict[str, FusedOp]:
+    """Return the MC2 table (package data plus an optional user file), keyed by fused type."""
+    raw = _load_json(None, "fusion_map.json")
+    if extra is not None:
+        raw.update(_load_json(extra, "fusion_map.json"))
+    table = {}
+    for name, spec in raw.items():
+        if name.startswith("_"):
+            continue
+        try:
+            table[name] = FusedOp(name, tuple(spec["split"]), tuple(spec.get("compute", ())),
+                                  tuple(spec.get("comm", ())), spec.get("api", ""),
+                                  spec.get("min_cann"), spec.get("enable", ""))
+        except (KeyError, TypeError):
+            raise InputError(extra, f"fusion map entry {name!r} needs a 'split' list") from None
+    return table
+
+
+@lru_cache(maxsize=8)
+def alias_table(extra: Path | None = None) -> dict[str, str]:
+    """Return family aliases (package data plus an optional user file)."""
+    raw = _load_json(None, "aliases.json")
+    if extra is not None:
+        raw.update(_load_json(extra, "aliases.json"))
+    return {k: v for k, v in raw.items() if not k.startswith("_") and isinstance(v, str)}
+
+
+def _comm_type(base_lower: pd.Series) -> pd.Series:
+    """Communication type from a lower-cased name without ``@group`` (empty if none)."""
+    stripped = base_lower.str.replace("_aicpukernel", "", regex=False)
+    token = stripped.str.extract(r"^(?:hcom_|hccl)([a-z]+)_", expand=False)
+    return token.map(COMM_TYPES).fillna("")
+
+
+def _type_from_name(base: pd.Series) -> pd.Series:
+    """Kernel type derived from its name when ``Type`` is missing (Level0 exports)."""
+    aclnn = base.str.startswith("aclnn")
+    # Graph names carry an instance number ("ReduceSum7", "trans_TransData_17").
+    graph = base.str.replace(r"_?\d+$", "", regex=True)
+    derived = graph.where(~aclnn, base).str.split("_").str[-1]
+    return derived.where(derived.str.len() > 0, base)
+
+
+def canonical_names(
+    names: pd.Series, types: pd.Series, cores: pd.Series,
+    fusion_map: Path | None = None, alias_map: Path | None = None,
+) -> pd.DataFrame:
+    """Derive canonical columns for distinct (name, type, core) rows.
+
+    Returns a frame aligned with the inputs holding ``op_type_raw``, ``op_type``,
+    ``family``, ``comm_type``, ``category`` and ``core``.
+    """
+    name = names.astype(str).fillna("")
+    base = name.str.split("@").str[0]
+    lower = base.str.lower()
+    raw_type = types.astype(str).fillna("").str.strip()
+    type_missing = raw_type.str.upper().isin(MISSING)
+    core = cores.astype(str).fillna("").str.strip().str.upper()
+    core = core.map(lambda c: CORE_ALIASES.get(c, c))
+
+    comm = _comm_type(lower)
+    comm = comm.where(comm != "", _comm_type(raw_type.str.lower()))
+    is_comm = (comm != "") | core.isin(COMM_CORES)
+
+    op_type_raw = raw_type.where(~type_missing, _type_from_name(base))
+    op_type_raw = op_type_raw.where(~(type_missing & (comm != "")), comm)
+    table = fusion_table(fusion_map)
+    fused_by_lower = {k.lower(): k for k in table}
+    fused_by_lower.update({f"{k.lower()}aicpu": k for k in table})
+    fused = op_type_raw.str.lower().map(fused_by_lower)
+    fused = fused.fillna(base.str.lower().map(fused_by_lower))
+    fused = fused.fillna(lower.str.split("_").str[0].str.replace("aclnn", "").map(fused_by_lower))
+    is_mc2 = fused.notna()
+
+    op_type = op_type_raw.where(~is_comm, comm.where(comm != "", "Communication"))
+    op_type = op_type.where(~is_mc2, fused)
+    aliases = alias_table(alias_map)
+    family = op_type.str.replace(r"V\d+$", "", regex=True)
+    family = family.map(lambda f: aliases.get(f, f))
+    family = family.where(~(is_comm | is_mc2), op_type)
+
+    upper_type = op_type_raw.str.upper()
+    category = pd.Series("compute", index=names.index)
+    category = category.mask(core == "AI_CPU", "aicpu")
+    category = category.mask(upper_type.isin(MEMCPY_TYPES) | lower.str.contains("memcpy"), "memcpy")
+    category = category.mask(is_comm, "communication")
+    category = category.mask(is_mc2, "mc2")
+    core = core.mask(is_comm & ~is_mc2, "COMM")
+    return pd.DataFrame({
+        "op_type_raw": op_type_raw, "op_type": op_type, "family": family,
+        "comm_type": comm.where(is_comm & ~is_mc2, ""), "category": category, "core": core,
+    })
+
+
+def normalize_shapes(values: pd.Series) -> pd.Series:
+    """Shapes as ``d,d;d,d``: quotes, blanks and ``N/A`` removed."""
+    text = values.astype(str).str.replace('"', "", regex=False).str.replace(" ", "", regex=False)
+    return text.where(~text.str.upper().isin(MISSING), "")
+
+
+def normalize_dtypes(values: pd.Series) -> pd.Series:
+    """Dtypes upper-cased with the ``DT_`` prefix dropped (``DT_BF16`` ≡ ``BF16``)."""
+    text = normalize_shapes(values).str.upper()
+    return text.str.replace(r"(^|;)DT_", r"\1", regex=True)
+
+
+def _distinct_rows(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, np.ndarray]:
+    """Distinct value combinations of ``columns`` and, per row, the index of its combination."""
+    cats = [frame[c].astype("category") for c in columns]
+    codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in cats], axis=1)
+    if len(codes) == 0:
+        return pd.DataFrame({c: pd.Series(dtype=str) for c in columns}), np.zeros(0, np.int64)
+    unique, inverse = np.unique(codes, axis=0, return_inverse=True)
+    distinct = {}
+    for i, (column, cat) in enumerate(zip(columns, cats)):
+        labels = np.append(cat.cat.categories.astype(str).to_numpy(dtype=object), "")
+        distinct[column] = labels[unique[:, i]]  # code -1 (missing) picks the appended ""
+    return pd.DataFrame(distinct), inverse.reshape(-1)
+
+
+def expand(values: pd.Series, inverse: np.ndarray) -> pd.Categorical:
+    """Spread per-distinct values back to rows as a categorical, without object arrays."""
+    codes, uniques = pd.factorize(values)
+    return pd.Categorical.from_codes(codes[inverse], categories=pd.Index(uniques).astype(str))
+
+
+def canonicalize(frame: pd.DataFrame, fusion_map: Path | None = None,
+                 alias_map: Path | None = None) -> pd.DataFrame:
+    """Replace raw ``op_type_raw``/``core`` with the canonical name columns (categoricals)."""
+    distinct, inverse = _distinct_rows(frame, ["op_name", "op_type_raw", "core"])
+    derived = canonical_names(distinct["op_name"], distinct["op_type_raw"], distinct["core"],
+                              fusion_map, alias_map)
+    out = frame.drop(columns=["op_type_raw", "core"])
+    for column in derived.columns:
+        out[column] = expand(derived[column], inverse)
+    out["op_name"] = frame["op_name"].astype("category")
+    return out
+
+
+def normalize_distinct(values: pd.Series, func) -> pd.Categorical:
+    """Apply a vectorized string ``func`` to the distinct values only; return a categorical."""
+    distinct, inverse = _distinct_rows(values.to_frame("v"), ["v"])
+    return expand(func(distinct["v"]), inverse)

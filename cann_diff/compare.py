@@ -1,0 +1,238 @@
+"""Compare stage: per-key statistics, category totals, step breakdown, communication.
+
+All totals are per step and per rank (``_us`` per step, averaged over the compared
+steps and, for several ranks, over ranks), so runs of different lengths compare.
+``*_instances`` columns hold raw counts over the whole run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .match import Matched
+from .schema import Run
+from .stats import DEFAULT_THRESHOLDS, Thresholds, adjust_bh, compare_samples, compare_steps, \
+    status_of
+from .timeline import exposed_communication_us
+
+BREAKDOWN_FIELDS = ("computing", "communication_not_overlapped", "overlapped", "communication",
+                    "free", "bubble", "preparing")
+COMM_JSON_FIELDS = ("elapse_us", "transit_us", "wait_us", "synchronization_us", "transit_mb")
+
+
+@dataclass(frozen=True)
+class StepComparison:
+    """Step time (Stage, µs per step) of both runs and its per-field breakdown."""
+
+    base_us: float
+    new_us: float
+    delta_us: float
+    delta_pct: float
+    p_value: float | None
+    significant: bool | None
+    ci_low: float | None
+    ci_high: float | None
+    status: str
+    base_samples: tuple[float, ...]
+    new_samples: tuple[float, ...]
+    breakdown: dict[str, dict[str, float]]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything the later stages need; DataFrames are per key / category / type."""
+
+    base: Run
+    new: Run
+    matched: Matched
+    operators: pd.DataFrame
+    categories: pd.DataFrame
+    comm_types: pd.DataFrame
+    step: StepComparison
+    thresholds: Thresholds
+    base_units: int
+    new_units: int
+    base_steps: tuple[int, ...]
+    new_steps: tuple[int, ...]
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+def units_of(ops: pd.DataFrame) -> pd.Series:
+    """Per row, the (rank, step) unit it belongs to, as an integer id."""
+    step = ops["step"].fillna(-1).astype("int64")
+    return pd.Series(pd.MultiIndex.from_arrays([ops["rank"], step]).factorize()[0],
+                     index=ops.index)
+
+
+def _count_units(ops: pd.DataFrame) -> int:
+    return max(int(units_of(ops).nunique()), 1) if len(ops) else 1
+
+
+def _side_stats(ops: pd.DataFrame, keys: np.ndarray, n_units: int, prefix: str) -> pd.DataFrame:
+    frame = pd.DataFrame({"key_id": keys, "dur": ops["dur_us"].to_numpy(),
+                          "unit": units_of(ops).to_numpy()})
+    grouped = frame.groupby("key_id")["dur"]
+    stats = pd.DataFrame({
+        "instances": grouped.size(), "total_us": grouped.sum() / n_units,
+        "mean_us": grouped.mean(), "median_us": grouped.median(),
+        "p95_us": grouped.quantile(0.95),
+    })
+    stats["count"] = stats["instances"] / n_units
+    per_unit = frame.groupby(["key_id", "unit"]).size().groupby("key_id")
+    units_with_key = per_unit.size()
+    stats["count_min"] = per_unit.min().where(units_with_key >= n_units, 0)
+    stats["count_max"] = per_unit.max()
+    return stats.add_prefix(prefix)
+
+
+def _durations_by_key(ops: pd.DataFrame, keys: np.ndarray) -> dict[int, np.ndarray]:
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    durations = ops["dur_us"].to_numpy()[order]
+    bounds = np.flatnonzero(np.diff(sorted_keys)) + 1
+    starts = np.concatenate(([0], bounds))
+    return {int(sorted_keys[s]): chunk for s, chunk in zip(starts, np.split(durations, bounds))}
+
+
+def compare_operators(base: Run, new: Run, matched: Matched, thresholds: Thresholds,
+                      base_units: int, new_units: int) -> pd.DataFrame:
+    """Per matched key: counts and times per step, deltas, significance and status."""
+    table = matched.keys.set_index("key_id")
+    table = table.join(_side_stats(base.ops, matched.base_key, base_units, "base_"))
+    table = table.join(_side_stats(new.ops, matched.new_key, new_units, "new_"))
+    for side in ("base", "new"):
+        for column in ("instances", "count", "total_us", "count_min", "count_max"):
+            table[f"{side}_{column}"] = table[f"{side}_{column}"].fillna(0)
+    table["delta_us"] = table["new_total_us"] - table["base_total_us"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        table["delta_pct"] = np.where(table["base_total_us"] > 0,
+                                      table["delta_us"] / table["base_total_us"] * 100, np.nan)
+    base_durations = _durations_by_key(base.ops, matched.base_key)
+    new_durations = _durations_by_key(new.ops, matched.new_key)
+    tests = {key: compare_samples(base_durations[key], new_durations[key], thresholds.confidence)
+             for key in table.index if key in base_durations and key in new_durations}
+    raw_p = np.array([tests[k].p_value if k in tests and tests[k].p_value is not None
+                      else np.nan for k in table.index])
+    table["p_value"] = adjust_bh(raw_p)
+    table["ci_low"] = [tests[k].ci_low if k in tests else None for k in table.index]
+    table["ci_high"] = [tests[k].ci_high if k in tests else None for k in table.index]
+    # A count change is structural, not noise, when the per-step count ranges do not overlap.
+    count_changed = (table["new_count_min"] > table["base_count_max"]) | \
+                    (table["new_count_max"] < table["base_count_min"])
+    table["significant"] = (table["p_value"] < thresholds.alpha).fillna(False) | count_changed
+    table["status"] = [status_of(d, bool(s), thresholds)
+                       for d, s in zip(table["delta_pct"], table["significant"])]
+    table.loc[table["base_instances"] == 0, "status"] = "added"
+    table.loc[table["new_instances"] == 0, "status"] = "removed"
+    return table.reset_index()
+
+
+def compare_categories(operators: pd.DataFrame) -> pd.DataFrame:
+    """Per category: count and total time per step, both sides, and the delta."""
+    cats = operators.groupby("category")[["base_count", "new_count", "base_total_us",
+                                          "new_total_us"]].sum()
+    cats["delta_us"] = cats["new_total_us"] - cats["base_total_us"]
+    return cats.reset_index()
+
+
+def _step_samples(run: Run) -> np.ndarray:
+    """Stage time per step, mean over ranks (one sample per step)."""
+    steps = run.steps
+    if steps.empty:
+        return np.array([])
+    return steps.groupby(steps["step"].fillna(-1))["stage"].mean().to_numpy()
+
+
+def compare_step(base: Run, new: Run, thresholds: Thresholds) -> StepComparison:
+    """Step time and breakdown: means over steps and ranks, with a Welch test."""
+    base_samples, new_samples = _step_samples(base), _step_samples(new)
+    base_us = float(base_samples.mean()) if len(base_samples) else float("nan")
+    new_us = float(new_samples.mean()) if len(new_samples) else float("nan")
+    delta = new_us - base_us
+    delta_pct = delta / base_us * 100 if base_us else float("nan")
+    test = compare_steps(base_samples, new_samples, thresholds.confidence)
+    significant = None if test.p_value is None else bool(test.p_value < thresholds.alpha)
+    breakdown = {}
+    for name in BREAKDOWN_FIELDS:
+        b = float(base.steps[name].mean()) if len(base.steps) else float("nan")
+        n = float(new.steps[name].mean()) if len(new.steps) else float("nan")
+        breakdown[name] = {"base_us": b, "new_us": n, "delta_us": n - b}
+    return StepComparison(base_us, new_us, delta, delta_pct, test.p_value, significant,
+                          test.ci_low, test.ci_high, status_of(delta_pct, significant, thresholds),
+                          tuple(base_samples), tuple(new_samples), breakdown)
+
+
+def _comm_side(run: Run, prefix: str) -> pd.DataFrame:
+    comm_ops = run.ops[run.ops["category"] == "communication"]
+    n_units = _count_units(run.ops)
+    exposed = exposed_communication_us(run.ops)
+    frame = pd.DataFrame({"comm_type": comm_ops["comm_type"].astype(str),
+                          "dur": comm_ops["dur_us"], "exposed": exposed.reindex(comm_ops.index)})
+    grouped = frame.groupby("comm_type")
+    side = pd.DataFrame({"count": grouped.size() / n_units, "total_us": grouped["dur"].sum()
+                         / n_units, "exposed_us": grouped["exposed"].sum() / n_units})
+    if len(run.comm):
+        detail = run.comm.groupby(run.comm["comm_type"].astype(str))[list(COMM_JSON_FIELDS)].sum()
+        comm_units = max(len(run.comm[["rank", "step"]].drop_duplicates()), 1)
+        side = side.join(detail / comm_units, how="outer")
+    return side.add_prefix(prefix)
+
+
+def compare_communication(base: Run, new: Run) -> pd.DataFrame:
+    """Per communication type: count, time, exposed time and (where communication.json
+    exists) transit/wait/synchronization per step, both sides."""
+    table = _comm_side(base, "base_").join(_comm_side(new, "new_"), how="outer")
+    for column in ("count", "total_us", "exposed_us"):
+        for side in ("base_", "new_"):
+            table[side + column] = table.get(side + column, pd.Series(dtype=float)).fillna(0.0)
+    table["delta_count"] = table["new_count"] - table["base_count"]
+    table["delta_us"] = table["new_total_us"] - table["base_total_us"]
+    table["delta_exposed_us"] = table["new_exposed_us"] - table["base_exposed_us"]
+    table.index.name = "comm_type"
+    return table.reset_index().sort_values("delta_us", ascending=False, kind="stable")
+
+
+def _step_set(run: Run) -> tuple[int, ...]:
+    return tuple(sorted(int(s) for s in run.ops["step"].dropna().unique()))
+
+
+def compare(base: Run, new: Run, matched: Matched,
+            thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Comparison:
+    """Build the Comparison of two matched runs."""
+    warnings = []
+    base_units, new_units = _count_units(base.ops), _count_units(new.ops)
+    operators = compare_operators(base, new, matched, thresholds, base_units, new_units)
+    step = compare_step(base, new, thresholds)
+    base_steps, new_steps = _step_set(base), _step_set(new)
+    if base_steps != new_steps and base_steps and new_steps:
+        warnings.append(f"the runs cover different steps (base {_fmt_steps(base_steps)}, "
+                        f"new {_fmt_steps(new_steps)}); figures are per-step averages")
+    if step.p_value is None:
+        warnings.append(f"one step per side ({len(step.base_samples)} vs "
+                        f"{len(step.new_samples)}): significance of the step change is "
+                        f"unknown; the {thresholds.threshold_pct:g}% threshold alone decides")
+    elif min(len(step.base_samples), len(step.new_samples)) < 4:
+        warnings.append(f"few steps ({len(step.base_samples)} vs {len(step.new_samples)}): "
+                        "step significance uses Welch's t-test, which assumes roughly "
+                        "normal step times")
+    if set(base.meta.ranks) != set(new.meta.ranks):
+        warnings.append(f"rank sets differ (base {list(base.meta.ranks)}, new "
+                        f"{list(new.meta.ranks)}); per-rank means compare unequal sets")
+    if base.step_source != new.step_source:
+        warnings.append("one run's step breakdown comes from step_trace_time.csv, the other's "
+                        "from kernel intervals; small differences in the breakdown may be "
+                        "method, not performance")
+    return Comparison(base, new, matched, operators, compare_categories(operators),
+                      compare_communication(base, new), step, thresholds, base_units,
+                      new_units, base_steps, new_steps, tuple(warnings))
+
+
+def _fmt_steps(steps: tuple[int, ...]) -> str:
+    if len(steps) > 6:
+        return f"{steps[0]}…{steps[-1]} ({len(steps)} steps)"
+    return ",".join(str(s) for s in steps)
+
+

@@ -1,0 +1,175 @@
+"""Read stage: ``load_run(path, label)`` detects the layout and returns a canonical Run.
+
+Each format module offers ``is_rank_dir(path)`` (one rank's result) and
+``read_rank(path) -> RankData``. A directory that is not itself a rank result is
+searched one level down for rank results (one per rank). Formats are tried in
+FORMATS.md's priority order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from pandas.api.types import union_categoricals
+
+from ..canonical import canonicalize, normalize_distinct, normalize_dtypes, normalize_shapes
+from ..errors import InputError
+from ..schema import OP_COLUMNS, STEP_COLUMNS, Run, RunMeta, conform_ops, empty_comm
+from ..timeline import step_breakdown_from_kernels
+from . import torch_text
+from .base import RankData
+
+
+@dataclass(frozen=True)
+class Format:
+    """A profile layout we can read."""
+
+    name: str
+    looks_for: str
+    is_rank_dir: Callable[[Path], bool]
+    read_rank: Callable[[Path], RankData]
+
+
+FORMATS: list[Format] = [
+    Format(torch_text.FORMAT, "ASCEND_PROFILER_OUTPUT/kernel_details.csv",
+           torch_text.is_rank_dir, torch_text.read_rank),
+]
+
+
+def register_format(fmt: Format, first: bool = False) -> None:
+    """Add a reader; ``first`` gives it priority over the text export."""
+    FORMATS.insert(0, fmt) if first else FORMATS.append(fmt)
+
+
+def find_rank_sources(path: Path) -> tuple[Format, list[Path]]:
+    """Decide the format and list one source per rank; InputError says what was looked for."""
+    if not path.exists():
+        raise InputError(path, "no such file or directory")
+    for fmt in FORMATS:
+        if fmt.is_rank_dir(path):
+            return fmt, [path]
+    children = sorted(p for p in path.iterdir() if p.is_dir()) if path.is_dir() else []
+    for fmt in FORMATS:
+        ranks = [child for child in children if fmt.is_rank_dir(child)]
+        if ranks:
+            return fmt, ranks
+    wanted = "; ".join(f.looks_for for f in FORMATS)
+    raise InputError(path, f"no profile found: looked for {wanted} in this directory and "
+                           "in its subdirectories")
+
+
+def concat_frames(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate frames keeping categorical columns categorical (union of categories)."""
+    frames = [f for f in frames if f is not None and len(f.columns)]
+    if not frames:
+        return pd.DataFrame()
+    if len(frames) == 1:
+        return frames[0].reset_index(drop=True)
+    categorical = [c for c in frames[0].columns
+                   if isinstance(frames[0][c].dtype, pd.CategoricalDtype)]
+    merged = pd.concat(frames, ignore_index=True)
+    for column in categorical:
+        merged[column] = union_categoricals([f[column] for f in frames], ignore_order=True)
+    return merged
+
+
+def _assign_ranks(datas: list[RankData]) -> tuple[list[RankData], list[str]]:
+    """Give every rank an id; for duplicates keep the newest result (by directory name)."""
+    warnings = []
+    for position, data in enumerate(datas):
+        if data.rank is None:
+            data.rank = position
+    by_rank: dict[int, RankData] = {}
+    for data in sorted(datas, key=lambda d: d.source.name):
+        if data.rank in by_rank:
+            warnings.append(f"rank {data.rank}: several results; using {data.source.name}, "
+                            f"ignoring {by_rank[data.rank].source.name}")
+        by_rank[data.rank] = data
+    return [by_rank[r] for r in sorted(by_rank)], warnings
+
+
+def _normalize_ops(data: RankData, fusion_map: Path | None, alias_map: Path | None):
+    ops = data.ops
+    ops["rank"] = data.rank
+    ops["input_shapes"] = normalize_distinct(ops["input_shapes"], normalize_shapes)
+    ops["input_dtypes"] = normalize_distinct(ops["input_dtypes"], normalize_dtypes)
+    return canonicalize(ops, fusion_map, alias_map)[list(OP_COLUMNS)]
+
+
+def _steps_of(data: RankData) -> pd.DataFrame | None:
+    if data.steps is None:
+        return None
+    steps = data.steps.copy()
+    steps["rank"] = data.rank
+    return steps[list(STEP_COLUMNS)]
+
+
+def _drop_rows_outside_steps(ops: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
+    outside = ops["step"].isna()
+    if outside.any() and not outside.all():
+        warnings.append(f"{int(outside.sum())} kernel(s) fall outside every profiler step "
+                        "and are left out")
+        return ops[~outside.to_numpy()].reset_index(drop=True)
+    return ops
+
+
+def select_steps(run: Run, steps: set[int] | None) -> Run:
+    """Keep only the chosen steps; a run without step ids is kept whole."""
+    if not steps or run.ops["step"].isna().all():
+        return run
+    keep = run.ops["step"].isin(steps).fillna(False).to_numpy()
+    if not keep.any():
+        raise InputError(run.meta.path, f"none of the steps {sorted(steps)} is in this profile "
+                                        f"(it has {sorted(run.ops['step'].dropna().unique())})")
+    step_rows = run.steps["step"].isin(steps).fillna(False).to_numpy()
+    comm_rows = run.comm["step"].isin(steps).fillna(False).to_numpy() if len(run.comm) else []
+    return Run(run.label, run.meta, run.ops[keep].reset_index(drop=True),
+               run.steps[step_rows].reset_index(drop=True),
+               run.comm[comm_rows].reset_index(drop=True) if len(run.comm) else run.comm,
+               run.step_source, run.warnings)
+
+
+def load_run(path: str | Path, label: str | None = None, *, fusion_map: Path | None = None,
+             alias_map: Path | None = None) -> Run:
+    """Read a profile (any supported layout) into a canonical Run.
+
+    ``label`` defaults to the directory name. Raises InputError/SchemaError on
+    unusable input; partial input (no communication.json, no step_trace_time.csv)
+    yields warnings instead.
+    """
+    path = Path(path)
+    fmt, sources = find_rank_sources(path)
+    datas, warnings = _assign_ranks([fmt.read_rank(source) for source in sources])
+    for data in datas:
+        warnings += data.warnings
+    ops = concat_frames(_normalize_ops(d, fusion_map, alias_map) for d in datas)
+    ops = _drop_rows_outside_steps(conform_ops(ops), warnings)
+    step_frames = [_steps_of(d) for d in datas]
+    if all(f is not None for f in step_frames):
+        steps, step_source = concat_frames(step_frames), "step_trace_time"
+    else:
+        steps, step_source = step_breakdown_from_kernels(ops), "kernels"
+        warnings.append("no step_trace_time.csv: step breakdown recomputed from kernel "
+                        "intervals (computing = union of non-communication kernels)")
+    comm_frames = [d.comm for d in datas if d.comm is not None]
+    if not comm_frames and (ops["category"] == "communication").any():
+        warnings.append("no communication.json: transit/wait split of communication unavailable")
+    comm = concat_frames(comm_frames) if comm_frames else empty_comm()
+    info = datas[0].info
+    meta = RunMeta(path=str(path), format=fmt.name, ranks=tuple(d.rank for d in datas),
+                   cann_version=info.get("cann_version"),
+                   torch_npu_version=info.get("torch_npu_version"),
+                   device=info.get("device"), profiler_level=info.get("profiler_level"))
+    return Run(label or default_label(path), meta, ops, steps, comm, step_source,
+               tuple(warnings))
+
+
+def default_label(path: Path) -> str:
+    """A short label for a path: its directory name without the profiler suffixes."""
+    name = path.resolve().name
+    if name == torch_text.OUTPUT_DIR:
+        name = path.resolve().parent.name
+    return name.removesuffix("_ascend_pt").removesuffix("_ascend_ms") or "run"

@@ -1,0 +1,30 @@
+"""What a format reader hands back for one rank, before canonical names are derived."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+
+@dataclass
+class RankData:
+    """One rank's raw rows.
+
+    ``ops`` holds ``op_name``, ``op_type_raw``, ``core`` (raw text or categoricals),
+    ``start_ns`` (int64), ``dur_us`` (float), ``step`` (Int64), ``input_shapes``,
+    ``input_dtypes``; optionally ``device_id``. ``steps`` is the profiler's own step
+    breakdown (µs, STAGE_FIELDS) or None; ``comm`` the per-op communication detail
+    (schema.COMM_COLUMNS) or None. ``info`` may hold ``rank``, ``cann_version``,
+    ``torch_npu_version``, ``profiler_level``, ``device``.
+    """
+
+    source: Path
+    format: str
+    rank: int | None
+    ops: pd.DataFrame
+    steps: pd.DataFrame | None = None
+    comm: pd.DataFrame | None = None
+    info: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)

@@ -1,0 +1,171 @@
+"""kernel_details.csv / op_summary_*.csv and step_trace_time.csv → canonical frames.
+
+Every quirk of the text export is handled here and nowhere else: header variants
+(FORMATS.md §2, REALDATA.md), ``N/A`` ids, the trailing TAB inside ``Start Time(us)``,
+triple-quoted shapes, ``Block Dim``/``Block Num``, optional ``Device_id``.
+Files are read with pyarrow's CSV reader, only the needed columns, names as
+dictionary (categorical) columns.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from ..errors import InputError, SchemaError
+from ..schema import STAGE_FIELDS
+
+# canonical field -> accepted headers, kernel_details first, op_summary second.
+KERNEL_HEADERS = {
+    "op_name": ("Name", "Op Name"),
+    "op_type_raw": ("Type", "OP Type"),
+    "core": ("Accelerator Core", "Task Type"),
+    "start": ("Start Time(us)", "Task Start Time(us)"),
+    "dur_us": ("Duration(us)", "Task Duration(us)"),
+    "step": ("Step Id", "Step ID"),
+    "device_id": ("Device_id",),
+    "input_shapes": ("Input Shapes",),
+    "input_dtypes": ("Input Data Types",),
+}
+REQUIRED = ("op_name", "start", "dur_us")
+DICTIONARY_FIELDS = ("op_name", "op_type_raw", "core", "input_shapes", "input_dtypes")
+STEP_HEADERS = {
+    "Step": "step",
+    "Device_id": "device_id",
+    "Computing": "computing",
+    "Communication(Not Overlapped)": "communication_not_overlapped",
+    "Overlapped": "overlapped",
+    "Communication": "communication",
+    "Free": "free",
+    "Stage": "stage",
+    "Bubble": "bubble",
+    "Preparing": "preparing",
+}
+NULLS = ["", "N/A", "NA", "null", "NULL"]
+
+
+def read_header(path: Path) -> list[str]:
+    """Return the header row of a CSV file; raise InputError when there is none."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig", errors="replace") as handle:
+            header = next(csv.reader(handle), None)
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    if not header or not any(h.strip() for h in header):
+        raise InputError(path, "empty file (no header row)")
+    return [h.strip() for h in header]
+
+
+def _pick(header: list[str], aliases: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    present = set(header)
+    picked = {}
+    for field, names in aliases.items():
+        for name in names:
+            if name in present:
+                picked[field] = name
+                break
+    return picked
+
+
+def read_csv_columns(path: Path, columns: dict[str, str],
+                     dictionary: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Read only ``columns`` (canonical name -> header) as strings with pyarrow.
+
+    Fields named in ``dictionary`` come back as pandas categoricals.
+    """
+    types = {header: (pa.dictionary(pa.int32(), pa.string()) if field in dictionary
+                      else pa.string()) for field, header in columns.items()}
+    convert = pacsv.ConvertOptions(include_columns=list(columns.values()), column_types=types,
+                                   null_values=NULLS, strings_can_be_null=True)
+    read = pacsv.ReadOptions(block_size=1 << 24)
+    try:
+        table = pacsv.read_csv(path, read_options=read, convert_options=convert)
+    except (pa.ArrowInvalid, OSError) as exc:
+        message = str(exc).splitlines()[0]
+        raise InputError(path, f"truncated or malformed CSV: {message}") from None
+    frame = table.to_pandas()
+    return frame.rename(columns={header: field for field, header in columns.items()})
+
+
+def parse_us_to_ns(values: pd.Series, path: Path, column: str) -> np.ndarray:
+    """Parse µs timestamps written as text (``"1736413971558972.912\\t"``) into int64 ns.
+
+    Text is split at the decimal point so that 16 integer digits plus 3 decimals
+    survive, which a float64 would not hold.
+    """
+    text = values.astype("string").str.strip()
+    parts = text.str.split(".", n=1, expand=True, regex=False)
+    whole = pd.to_numeric(parts[0], errors="coerce")
+    if parts.shape[1] > 1:
+        frac_text = parts[1].fillna("").str.pad(3, side="right", fillchar="0").str.slice(0, 3)
+        frac = pd.to_numeric(frac_text, errors="coerce")
+    else:
+        frac = pd.Series(0, index=text.index)
+    bad = whole.isna() | frac.isna()
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise SchemaError(path, f"{column} is not a number ({values.iloc[row]!r})",
+                          where=f"row {row + 2}")
+    return whole.to_numpy(np.int64) * 1000 + frac.to_numpy(np.int64)
+
+
+def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
+    """Read kernel_details.csv or op_summary_*.csv into raw canonical columns.
+
+    Returns the frame (``op_name``, ``op_type_raw``, ``core``, ``start_ns``, ``dur_us``,
+    ``step``, ``device_id``, ``input_shapes``, ``input_dtypes``) and warnings.
+    """
+    header = read_header(path)
+    picked = _pick(header, KERNEL_HEADERS)
+    if "Task Start Time" in header or "Task Duration" in header:
+        raise SchemaError(path, "timestamps without a unit (CANN 6.0 ns format) are not supported")
+    missing = [KERNEL_HEADERS[f][0] for f in REQUIRED if f not in picked]
+    if missing:
+        raise SchemaError(path, f"missing column(s) {', '.join(missing)}; header is "
+                                f"{','.join(header[:8])}{',…' if len(header) > 8 else ''}")
+    frame = read_csv_columns(path, picked, DICTIONARY_FIELDS)
+    if frame.empty:
+        raise InputError(path, "no kernel rows (header only)")
+    warnings = []
+    frame["start_ns"] = parse_us_to_ns(frame.pop("start"), path, picked["start"])
+    frame["dur_us"] = pd.to_numeric(frame["dur_us"], errors="coerce")
+    if frame["dur_us"].isna().any():
+        row = int(np.flatnonzero(frame["dur_us"].isna().to_numpy())[0])
+        raise SchemaError(path, f"{picked['dur_us']} is not a number", where=f"row {row + 2}")
+    frame["step"] = pd.to_numeric(frame.get("step"), errors="coerce").astype("Int64") \
+        if "step" in frame else pd.array([pd.NA] * len(frame), dtype="Int64")
+    for field in ("op_type_raw", "core", "input_shapes", "input_dtypes"):
+        if field not in frame:
+            frame[field] = pd.Categorical([""] * len(frame))
+    if "input_shapes" not in picked:
+        warnings.append(f"{path.name}: no Input Shapes column (Level0 or aic_metrics=None); "
+                        "operators are matched by type only")
+    return frame, warnings
+
+
+def read_step_trace(path: Path) -> pd.DataFrame:
+    """Read step_trace_time.csv (9, 10 or 11 columns) into µs figures per step.
+
+    Returns columns ``step``, ``device_id`` (when present) and ``STAGE_FIELDS``;
+    figures the file lacks (``preparing`` in old files) are NaN.
+    """
+    header = read_header(path)
+    picked = {field: h for h, field in STEP_HEADERS.items() if h in header}
+    needed = ("computing", "communication_not_overlapped", "free", "stage")
+    missing = [h for h, f in STEP_HEADERS.items() if f in needed and f not in picked]
+    if missing:
+        raise SchemaError(path, f"missing column(s) {', '.join(missing)}")
+    frame = read_csv_columns(path, picked)
+    for field in STAGE_FIELDS:
+        frame[field] = pd.to_numeric(frame[field], errors="coerce") if field in frame \
+            else np.nan
+    frame["step"] = pd.to_numeric(frame.get("step"), errors="coerce").astype("Int64") \
+        if "step" in frame else pd.array([pd.NA] * len(frame), dtype="Int64")
+    if frame[list(needed)].isna().any().any():
+        raise SchemaError(path, "non-numeric step figures")
+    return frame

@@ -1,0 +1,96 @@
+"""communication.json and profiler_info_<rank>.json → canonical frames and metadata."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from ..canonical import canonical_names
+from ..errors import InputError, SchemaError
+from ..schema import COMM_COLUMNS
+
+LINK_TYPES = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
+TIME_FIELDS = {
+    "Elapse Time(ms)": "elapse_us",
+    "Transit Time(ms)": "transit_us",
+    "Wait Time(ms)": "wait_us",
+    "Synchronization Time(ms)": "synchronization_us",
+    "Idle Time(ms)": "idle_us",
+}
+LINK_COLUMNS = tuple(f"{link.lower()}_{what}" for link in LINK_TYPES for what in ("mb", "us"))
+
+
+def load_json(path: Path):
+    """Parse a JSON file; a truncated or invalid file is an InputError naming it."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except OSError as exc:
+        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise InputError(path, f"truncated or invalid JSON: {exc}") from None
+
+
+def _step_number(key: str) -> int | None:
+    match = re.fullmatch(r"step(\d+)", key)
+    return int(match.group(1)) if match else None
+
+
+def _op_record(rank: int, step: int | None, key: str, info: dict) -> dict:
+    times = info.get("Communication Time Info", {})
+    links = info.get("Communication Bandwidth Info", {})
+    name, _, group = key.partition("@")
+    record = {"rank": rank, "step": step, "op_name": name, "group": group}
+    for source, target in TIME_FIELDS.items():
+        record[target] = float(times.get(source, 0.0) or 0.0) * 1000.0
+    for link in LINK_TYPES:
+        values = links.get(link, {})
+        record[f"{link.lower()}_mb"] = float(values.get("Transit Size(MB)", 0.0) or 0.0)
+        record[f"{link.lower()}_us"] = float(values.get("Transit Time(ms)", 0.0) or 0.0) * 1000
+    # SDMA aggregates the on-node links (HCCS, PCIE, SIO); RDMA is the inter-node one.
+    record["transit_mb"] = record["sdma_mb"] + record["rdma_mb"]
+    return record
+
+
+def read_communication(path: Path, rank: int) -> pd.DataFrame:
+    """Read communication.json into one row per (step, op): times in µs, sizes in MB."""
+    data = load_json(path)
+    if not isinstance(data, dict):
+        raise SchemaError(path, "expected an object keyed by step")
+    records = []
+    for step_key, kinds in data.items():
+        if not isinstance(kinds, dict):
+            raise SchemaError(path, f"{step_key}: expected an object of p2p/collective ops")
+        step = _step_number(step_key)
+        for ops in kinds.values():
+            if not isinstance(ops, dict):
+                continue
+            records += [_op_record(rank, step, key, info) for key, info in ops.items()
+                        if isinstance(info, dict) and not key.startswith("Total Op Info")]
+    frame = pd.DataFrame.from_records(records, columns=[*COMM_COLUMNS, *LINK_COLUMNS])
+    names = frame["op_name"].astype(str)
+    frame["comm_type"] = canonical_names(names, names, pd.Series("COMM", index=frame.index)
+                                         )["op_type"].to_numpy()
+    frame["step"] = frame["step"].astype("Int64")
+    return frame
+
+
+def read_profiler_info(path: Path) -> dict:
+    """Return rank, versions and profiler level from profiler_info[_<rank>].json."""
+    data = load_json(path)
+    if not isinstance(data, dict):
+        raise SchemaError(path, "expected a JSON object")
+    match = re.fullmatch(r"profiler_info_(\d+)\.json", path.name)
+    rank = int(match.group(1)) if match else None
+    if rank is None and str(data.get("rank_id", "")).strip().lstrip("-").isdigit():
+        rank = int(data["rank_id"])
+    experimental = data.get("config", {}).get("experimental_config", {}) or {}
+    return {
+        "rank": rank,
+        "cann_version": data.get("cann_version"),
+        "torch_npu_version": data.get("torch_npu_version"),
+        "profiler_level": experimental.get("_profiler_level"),
+    }

@@ -1,0 +1,163 @@
+"""The canonical schema every reader produces, written down once.
+
+After ``load_run`` no code knows which file a row came from. Durations are float
+microseconds; start times are integer nanoseconds of local Unix time (a float64
+cannot hold 16 integer digits of µs plus 3 decimals exactly).
+
+``Run.ops`` — one row per device task (kernel) or large communication op:
+
+===============  ========  ==========================================================
+column           dtype     meaning
+===============  ========  ==========================================================
+rank             int64     global rank (0 when the profile does not say)
+step             Int64     profiler step id; <NA> when the run has no steps
+op_name          category  raw kernel name (``aclnnMatmul_MatMulV3Common_MatMulV3``)
+op_type_raw      category  raw ``Type``; derived from the name when it was ``N/A``
+op_type          category  canonical type (``MatMulV3``, ``AllReduce``, ``MatmulAllReduce``)
+family           category  type without version suffix (``MatMul``); comm type for comm
+comm_type        category  ``AllReduce`` … for communication ops, else empty
+category         category  compute | communication | mc2 | memcpy | aicpu | other
+core             category  AI_CORE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV, AI_CPU, COMM, UNKNOWN
+start_ns         int64     start, local Unix time in ns
+dur_us           float64   duration in µs
+input_shapes     category  normalized ``d,d;d,d`` (no quotes, no spaces), ``""`` if unknown
+input_dtypes     category  normalized (``DT_`` prefix dropped, upper case)
+===============  ========  ==========================================================
+
+``Run.steps`` — one row per (rank, step), µs: see ``STEP_COLUMNS``.
+
+``Run.comm`` — one row per (rank, step, communication op) from communication.json
+or its db twin: see ``COMM_COLUMNS``; times in µs, sizes in MB.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from .errors import SchemaError
+
+CATEGORIES = ("compute", "communication", "mc2", "memcpy", "aicpu", "other")
+
+OP_COLUMNS = {
+    "rank": "int64",
+    "step": "Int64",
+    "op_name": "category",
+    "op_type_raw": "category",
+    "op_type": "category",
+    "family": "category",
+    "comm_type": "category",
+    "category": "category",
+    "core": "category",
+    "start_ns": "int64",
+    "dur_us": "float64",
+    "input_shapes": "category",
+    "input_dtypes": "category",
+}
+
+# Step breakdown figures as step_trace_time.csv names them, in µs.
+STAGE_FIELDS = (
+    "computing",
+    "communication_not_overlapped",
+    "overlapped",
+    "communication",
+    "free",
+    "stage",
+    "bubble",
+    "preparing",
+)
+STEP_COLUMNS = ("rank", "step", *STAGE_FIELDS)
+
+COMM_COLUMNS = (
+    "rank",
+    "step",
+    "op_name",
+    "comm_type",
+    "group",
+    "elapse_us",
+    "transit_us",
+    "wait_us",
+    "synchronization_us",
+    "idle_us",
+    "transit_mb",
+)
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    """What we know about how a run was collected; every field may be unknown."""
+
+    path: str
+    format: str
+    ranks: tuple[int, ...] = ()
+    cann_version: str | None = None
+    torch_npu_version: str | None = None
+    device: str | None = None
+    profiler_level: str | None = None
+
+    def to_dict(self) -> dict:
+        """JSON-ready form used by report.json ``base``/``new``."""
+        return {
+            "path": self.path,
+            "format": self.format,
+            "ranks": list(self.ranks),
+            "versions": {"cann": self.cann_version, "torch_npu": self.torch_npu_version},
+            "device": self.device,
+            "profiler_level": self.profiler_level,
+        }
+
+
+@dataclass(frozen=True)
+class Run:
+    """One profile, read and normalized.
+
+    ``step_source`` says where ``steps`` came from: ``step_trace_time`` (the
+    profiler's own figures) or ``kernels`` (recomputed from kernel intervals).
+    """
+
+    label: str
+    meta: RunMeta
+    ops: pd.DataFrame
+    steps: pd.DataFrame
+    comm: pd.DataFrame
+    step_source: str = "step_trace_time"
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+def empty_ops() -> pd.DataFrame:
+    """Return an empty operator frame with the canonical dtypes."""
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in OP_COLUMNS.items()})
+
+
+def empty_steps() -> pd.DataFrame:
+    """Return an empty step frame."""
+    frame = pd.DataFrame({c: pd.Series(dtype="float64") for c in STEP_COLUMNS})
+    return frame.astype({"rank": "int64", "step": "Int64"})
+
+
+def empty_comm() -> pd.DataFrame:
+    """Return an empty communication frame."""
+    frame = pd.DataFrame({c: pd.Series(dtype="float64") for c in COMM_COLUMNS})
+    return frame.astype({"rank": "int64", "step": "Int64", "op_name": "object",
+                         "comm_type": "object", "group": "object"})
+
+
+def conform_ops(ops: pd.DataFrame) -> pd.DataFrame:
+    """Order and cast the operator columns; raise SchemaError when one is missing."""
+    missing = [c for c in OP_COLUMNS if c not in ops.columns]
+    if missing:
+        raise SchemaError(None, f"operator frame lacks columns {missing}")
+    return ops[list(OP_COLUMNS)].astype(OP_COLUMNS)
+
+
+def validate(ops: pd.DataFrame) -> None:
+    """Check an operator frame against the schema (columns, dtypes, categories)."""
+    for column, dtype in OP_COLUMNS.items():
+        if column not in ops.columns:
+            raise SchemaError(None, f"missing column {column!r}")
+        if str(ops[column].dtype) != dtype:
+            raise SchemaError(None, f"column {column!r} is {ops[column].dtype}, want {dtype}")
+    unknown = set(ops["category"].astype(str).unique()) - set(CATEGORIES)
+    if unknown:
+        raise SchemaError(None, f"unknown categories {sorted(unknown)}")

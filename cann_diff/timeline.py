@@ -1,0 +1,105 @@
+"""Interval arithmetic on kernel timelines: step breakdown and exposed communication.
+
+Used when a profile has no step_trace_time.csv (the breakdown is then recomputed
+from kernel intervals) and to say how much of each collective is exposed, i.e. not
+hidden behind computation. Everything is vectorized: sort once, cumulative max of
+interval ends per group, new block where a start passes the running end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+COMM_CATEGORIES = ("communication",)
+
+
+def merged_intervals(start_ns: np.ndarray, end_ns: np.ndarray,
+                     group: np.ndarray) -> pd.DataFrame:
+    """Union of intervals per group: disjoint, sorted ``group``, ``start``, ``end`` (ns)."""
+    if len(start_ns) == 0:
+        return pd.DataFrame({"group": group[:0], "start": start_ns[:0], "end": end_ns[:0]})
+    order = np.lexsort((start_ns, group))
+    s, e, g = start_ns[order], end_ns[order], group[order]
+    running_end = pd.Series(e).groupby(g).cummax().to_numpy()
+    prev_end = np.concatenate(([np.iinfo(np.int64).min], running_end[:-1]))
+    first_of_group = np.concatenate(([True], g[1:] != g[:-1]))
+    block = np.cumsum(first_of_group | (s > prev_end))
+    merged = pd.DataFrame({"block": block, "group": g, "start": s, "end": e})
+    return merged.groupby("block", sort=True).agg(group=("group", "first"),
+                                                   start=("start", "min"),
+                                                   end=("end", "max")).reset_index(drop=True)
+
+
+def _union_length(start_ns, end_ns, group) -> pd.Series:
+    """Covered length (µs) per group."""
+    merged = merged_intervals(start_ns, end_ns, group)
+    return ((merged["end"] - merged["start"]) / 1000.0).groupby(merged["group"]).sum()
+
+
+def step_breakdown_from_kernels(ops: pd.DataFrame) -> pd.DataFrame:
+    """Recompute the step_trace_time figures (µs) per (rank, step) from kernel intervals.
+
+    Computing is the union of non-communication kernels, Communication the union of
+    communication ops, Overlapped their intersection, Free the part of the stage
+    (first start to last end) covered by neither. Bubble is 0; Preparing unknown.
+    """
+    if ops.empty:
+        return pd.DataFrame(columns=["rank", "step"])
+    step = ops["step"].fillna(-1).to_numpy(np.int64)
+    keys = pd.DataFrame({"rank": ops["rank"].to_numpy(), "step": step})
+    group = keys.groupby(["rank", "step"], sort=True).ngroup().to_numpy()
+    start = ops["start_ns"].to_numpy(np.int64)
+    end = start + np.rint(ops["dur_us"].to_numpy() * 1000).astype(np.int64)
+    is_comm = ops["category"].isin(COMM_CATEGORIES).to_numpy()
+    index = pd.Index(np.unique(group))
+    computing = _union_length(start[~is_comm], end[~is_comm], group[~is_comm]).reindex(index,
+                                                                                     fill_value=0)
+    comm = _union_length(start[is_comm], end[is_comm], group[is_comm]).reindex(index, fill_value=0)
+    busy = _union_length(start, end, group).reindex(index, fill_value=0)
+    span = pd.DataFrame({"g": group, "s": start, "e": end}).groupby("g").agg(s=("s", "min"),
+                                                                           e=("e", "max"))
+    stage = (span["e"] - span["s"]) / 1000.0
+    overlapped = computing + comm - busy
+    first = keys.groupby(group).first()
+    result = pd.DataFrame({
+        "rank": first["rank"].to_numpy(),
+        "step": pd.array(first["step"].where(first["step"] >= 0).to_numpy(), dtype="Int64"),
+        "computing": computing.to_numpy(),
+        "communication_not_overlapped": (comm - overlapped).to_numpy(),
+        "overlapped": overlapped.to_numpy(),
+        "communication": comm.to_numpy(),
+        "free": (stage - busy).to_numpy(),
+        "stage": stage.to_numpy(),
+        "bubble": 0.0,
+        "preparing": np.nan,
+    })
+    return result
+
+
+def exposed_communication_us(ops: pd.DataFrame) -> pd.Series:
+    """Exposed time (µs) of each communication op: its duration minus its overlap with
+    the union of computation on the same rank. Index: the communication rows of ``ops``.
+    """
+    comm_rows = ops.index[ops["category"].isin(COMM_CATEGORIES).to_numpy()]
+    exposed = pd.Series(0.0, index=comm_rows)
+    start = ops["start_ns"].to_numpy(np.int64)
+    end = start + np.rint(ops["dur_us"].to_numpy() * 1000).astype(np.int64)
+    is_comm = ops["category"].isin(COMM_CATEGORIES).to_numpy()
+    ranks = ops["rank"].to_numpy()
+    for rank in np.unique(ranks[is_comm]):  # one pass per rank, vectorized within it
+        on_rank = ranks == rank
+        compute = on_rank & ~is_comm
+        merged = merged_intervals(start[compute], end[compute], np.zeros(compute.sum(), np.int64))
+        s, e = merged["start"].to_numpy(), merged["end"].to_numpy()
+        covered_before = np.concatenate(([0], np.cumsum(e - s)))
+
+        def covered_until(t, s=s, e=e, covered_before=covered_before):
+            idx = np.searchsorted(s, t, side="right") - 1
+            inside = np.clip(t - s[np.maximum(idx, 0)], 0, (e - s)[np.maximum(idx, 0)])
+            return np.where(idx >= 0, covered_before[np.maximum(idx, 0)] + inside, 0)
+
+        rows = on_rank & is_comm
+        overlap = covered_until(end[rows]) - covered_until(start[rows]) if len(s) else 0
+        exposed.loc[ops.index[rows]] = (end[rows] - start[rows] - overlap) / 1000.0
+    return exposed
