@@ -1,1 +1,19 @@
-"""cann-diff: compare two Ascend NPU profiles and explain what changed."""
+"""cann-diff: what a CANN upgrade does to an Ascend NPU workload's performance, and why.
+
+Library use::
+
+    from cann_diff import diff
+    result = diff("baseline/", "candidate/")
+    print(result.report.headline)
+"""
+
+from .analyse import Analysis, analyse
+from .compare import Comparison, compare
+from .match import Matched, match
+from .pipeline import Options, Result, diff
+from .readers import load_run
+from .report import Report, build_report
+from .schema import Run
+
+__all__ = ["Analysis", "Comparison", "Matched", "Options", "Report", "Result", "Run", "analyse",
+           "build_report", "compare", "diff", "load_run", "match"]

@@ -142,13 +142,16 @@ def canonical_names(
     fused = fused.fillna(base.str.lower().map(fused_by_lower))
     fused = fused.fillna(lower.str.split("_").str[0].str.replace("aclnn", "").map(fused_by_lower))
     is_mc2 = fused.notna()
+    # The comm-stream companion (<Fused>Aicpu) keeps its own type but the fused family.
+    companion = is_mc2 & (op_type_raw.str.lower().str.endswith("aicpu")
+                          | base.str.lower().str.endswith("aicpu"))
 
     op_type = op_type_raw.where(~is_comm, comm.where(comm != "", "Communication"))
-    op_type = op_type.where(~is_mc2, fused)
+    op_type = op_type.where(~is_mc2, fused.where(~companion, fused + "Aicpu"))
     aliases = alias_table(alias_map)
     family = op_type.str.replace(r"V\d+$", "", regex=True)
     family = family.map(lambda f: aliases.get(f, f))
-    family = family.where(~(is_comm | is_mc2), op_type)
+    family = family.where(~is_comm, op_type).where(~is_mc2, fused)
 
     upper_type = op_type_raw.str.upper()
     category = pd.Series("compute", index=names.index)

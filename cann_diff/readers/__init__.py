@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
@@ -116,19 +117,34 @@ def _drop_rows_outside_steps(ops: pd.DataFrame, warnings: list[str]) -> pd.DataF
     return ops
 
 
-def select_steps(run: Run, steps: set[int] | None) -> Run:
-    """Keep only the chosen steps; a run without step ids is kept whole."""
-    if not steps or run.ops["step"].isna().all():
+StepRanges = list[tuple[int | None, int | None]]
+
+
+def select_steps(run: Run, ranges: StepRanges | None) -> Run:
+    """Keep only steps inside ``ranges`` (inclusive, None = open end).
+
+    A run without step ids is kept whole. Raises InputError when no step is left.
+    """
+    if not ranges or run.ops["step"].isna().all():
         return run
-    keep = run.ops["step"].isin(steps).fillna(False).to_numpy()
+
+    def chosen(steps: pd.Series) -> np.ndarray:
+        values = steps.astype("float64").to_numpy()
+        keep = np.zeros(len(values), dtype=bool)
+        for low, high in ranges:
+            keep |= (values >= (low if low is not None else -np.inf)) & \
+                    (values <= (high if high is not None else np.inf))
+        return keep
+
+    keep = chosen(run.ops["step"])
     if not keep.any():
-        raise InputError(run.meta.path, f"none of the steps {sorted(steps)} is in this profile "
-                                        f"(it has {sorted(run.ops['step'].dropna().unique())})")
-    step_rows = run.steps["step"].isin(steps).fillna(False).to_numpy()
-    comm_rows = run.comm["step"].isin(steps).fillna(False).to_numpy() if len(run.comm) else []
+        available = sorted(int(s) for s in run.ops["step"].dropna().unique())
+        raise InputError(run.meta.path, f"--steps selects no step of this profile "
+                                        f"(it has steps {available})")
+    comm = run.comm[chosen(run.comm["step"])].reset_index(drop=True) if len(run.comm) \
+        else run.comm
     return Run(run.label, run.meta, run.ops[keep].reset_index(drop=True),
-               run.steps[step_rows].reset_index(drop=True),
-               run.comm[comm_rows].reset_index(drop=True) if len(run.comm) else run.comm,
+               run.steps[chosen(run.steps["step"])].reset_index(drop=True), comm,
                run.step_source, run.warnings)
 
 

@@ -1,0 +1,5 @@
+"""``python -m cann_diff`` runs the command line."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,145 @@
+"""cann-diff command line: parse, check, call the library, write. Nothing else.
+
+Exit codes: 0 report written and no gate failed; 1 ``--fail-on-regression`` gate
+failed (the step regressed significantly by at least PCT); 2 bad input or usage.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from . import format as fmt
+from .errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION, CannDiffError
+from .output import check_output_dir, write_text_atomic
+from .pipeline import Options, diff
+from .stats import Thresholds
+
+
+def _percent(value: str) -> float:
+    text = value.strip().rstrip("%")
+    try:
+        number = float(text)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a percentage (e.g. 5 or 5%)") from None
+    if number < 0:
+        raise click.BadParameter("must not be negative")
+    return number
+
+
+def parse_steps(spec: str) -> list[tuple[int | None, int | None]]:
+    """``"5-7,9"`` → [(5, 7), (9, 9)]; ``"3-"`` = step 3 onward; ``"-4"`` = up to 4."""
+    ranges = []
+    for part in spec.split(","):
+        part = part.strip()
+        match = re.fullmatch(r"(\d*)\s*-\s*(\d*)", part)
+        if part.isdigit():
+            ranges.append((int(part), int(part)))
+        elif match and (match.group(1) or match.group(2)):
+            low, high = (int(g) if g else None for g in match.groups())
+            ranges.append((low, high))
+        else:
+            raise click.BadParameter(f"{part!r}: use step numbers and ranges, e.g. 5-7,9 or 3-")
+    return ranges
+
+
+def _summary(report, out_dir: Path) -> str:
+    s = report.step
+    lines = [report.headline, "",
+             f"step  {fmt.ms(s['base_us'])} → {fmt.ms(s['new_us'])} ms  "
+             f"({fmt.pct(s['delta_pct'])}, {s['status']}"
+             f"{', p=' + fmt.p_value(s['p_value']) if s['p_value'] is not None else ''})"]
+    for finding in report.findings[:5]:
+        lines.append(f"  [{finding['severity']}] {finding['id']}: {finding['title']}")
+    lines += ["", f"report: {out_dir / 'report.md'}"]
+    return "\n".join(lines)
+
+
+def _write_report(result, out_dir: Path, charts_wanted: bool) -> None:
+    from .render.markdown import render_markdown
+
+    charts = {}
+    if charts_wanted:
+        from .render.charts import draw_charts
+
+        charts = {name: path.name for name, path in draw_charts(result.report, out_dir).items()}
+    write_text_atomic(out_dir / "report.md", render_markdown(result.report, charts))
+    write_text_atomic(out_dir / "report.json",
+                      json.dumps(result.report.to_dict(), indent=2, ensure_ascii=False) + "\n")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path),
+              help="Output directory [default: reports/<base-label>_vs_<new-label>/].")
+@click.option("--base-label", help="Name of the base run in the report [default: dir name].")
+@click.option("--new-label", help="Name of the new run in the report [default: dir name].")
+@click.option("--top", "top_n", type=click.IntRange(1), default=15, show_default=True,
+              help="Rows in the top regressions/improvements tables.")
+@click.option("--steps", "steps_spec", help="Steps to compare, e.g. 5-7,9 or 3- (skip warm-up).")
+@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              default=0.05, show_default=True, help="Significance level.")
+@click.option("--threshold", "threshold", default="5%", show_default=True,
+              help="Smallest change reported as a regression/improvement.")
+@click.option("--fail-on-regression", "fail_pct", metavar="PCT",
+              help="Exit 1 when the step time regressed significantly by at least PCT.")
+@click.option("--fusion-map", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="JSON file adding MC2 fused ops to the built-in table.")
+@click.option("--alias-map", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="JSON file of operator family aliases {\"Gemm\": \"MatMul\"}.")
+@click.option("--no-charts", is_flag=True, help="Skip the PNG charts.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress messages on stderr.")
+@click.version_option(package_name="cann-diff")
+def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, threshold,
+         fail_pct, fusion_map, alias_map, no_charts, quiet):
+    """Compare two Ascend NPU profiles (BASE = current stack, NEW = candidate) and write a
+    Markdown + PNG + JSON report of what changed and why.
+
+    BASE and NEW are each a *_ascend_pt directory, a directory of them (one per rank),
+    or an ASCEND_PROFILER_OUTPUT directory.
+
+    \b
+    Exit codes:
+      0  report written, no gate failed
+      1  --fail-on-regression PCT given and the step regressed significantly by >= PCT
+      2  bad input or usage (one line on stderr naming the file and the problem)
+    """
+    started = time.monotonic()
+
+    def progress(message: str) -> None:
+        if not quiet:
+            click.echo(f"[{time.monotonic() - started:5.1f}s] {message}", err=True)
+
+    try:
+        options = Options(base_label=base_label, new_label=new_label,
+                          steps=parse_steps(steps_spec) if steps_spec else None,
+                          thresholds=Thresholds(alpha=alpha, threshold_pct=_percent(threshold)),
+                          top_n=top_n, fusion_map=fusion_map, alias_map=alias_map)
+        gate = _percent(fail_pct) if fail_pct is not None else None
+        if out_dir is not None:
+            check_output_dir(out_dir, [base, new])
+        result = diff(base, new, options, progress)
+        labels = f"{result.report.base['label']}_vs_{result.report.new['label']}"
+        out = check_output_dir(out_dir or Path("reports") / labels, [base, new])
+        progress(f"writing report to {out}")
+        _write_report(result, out, not no_charts)
+    except CannDiffError as exc:
+        click.echo(f"cann-diff: error: {exc}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    except click.BadParameter as exc:
+        click.echo(f"cann-diff: error: {exc.format_message()}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    click.echo(_summary(result.report, out_dir or out))
+    step = result.report.step
+    if gate is not None and step["significant"] is not False and step["delta_pct"] is not None \
+            and step["delta_pct"] >= gate:
+        click.echo(f"cann-diff: gate failed: step time {fmt.pct(step['delta_pct'])} "
+                   f"≥ {gate:g}%", err=True)
+        sys.exit(EXIT_REGRESSION)
+    sys.exit(EXIT_OK)

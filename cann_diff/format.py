@@ -1,0 +1,78 @@
+"""Number and text formatting, in one place: pure functions on scalars."""
+
+from __future__ import annotations
+
+import math
+
+SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def is_missing(value) -> bool:
+    """True for None and NaN."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def ms(us, signed: bool = False, digits: int = 2) -> str:
+    """Microseconds as milliseconds text (``12.35``, ``+1.20``); ``–`` when unknown."""
+    if is_missing(us):
+        return "–"
+    return f"{us / 1000:+,.{digits}f}" if signed else f"{us / 1000:,.{digits}f}"
+
+
+def us(value, signed: bool = False) -> str:
+    """Microseconds with a unit that fits the size (µs below 1 ms, else ms)."""
+    if is_missing(value):
+        return "–"
+    sign = "+" if signed and value > 0 else ""
+    if abs(value) < 1000:
+        return f"{sign}{value:,.1f} µs"
+    return f"{sign}{value / 1000:,.2f} ms"
+
+
+def pct(value, digits: int = 1) -> str:
+    """Signed percentage (``+4.2%``); ``–`` when unknown."""
+    if is_missing(value):
+        return "–"
+    return f"{value:+.{digits}f}%"
+
+
+def count(value) -> str:
+    """Count per step: integers plainly, fractions with two decimals."""
+    if is_missing(value):
+        return "–"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
+
+def p_value(value) -> str:
+    """p-value text; ``n/a`` when no test was possible."""
+    if is_missing(value):
+        return "n/a"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def status_mark(status: str, delta_pct) -> str:
+    """benchstat-style change column: the signed change, or ``~`` when not significant."""
+    if status in ("added", "removed"):
+        return status
+    if status == "unchanged":
+        return "~"
+    return pct(delta_pct)
+
+
+def interval(low, high) -> str:
+    """Ratio interval new/base as ``[0.934, 0.971]``; empty when unknown."""
+    if is_missing(low) or is_missing(high):
+        return ""
+    return f"[{low:.3f}, {high:.3f}]"
+
+
+def shapes(text: str, width: int = 38) -> str:
+    """Shapes shortened for tables; the full text stays in report.json."""
+    if not text:
+        return "*"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def footnote_mark(number: int) -> str:
+    """Superscript footnote number (¹, ², …)."""
+    return str(number).translate(SUPERSCRIPTS)

@@ -1,0 +1,540 @@
+"""Device memory of two runs: read the memory files, compare peaks, operators and modules.
+
+``read_memory(path) -> MemoryData`` reads one input (a rank directory, an
+``ASCEND_PROFILER_OUTPUT`` directory or a directory of rank directories) and
+``compare_memory(base, new, threshold_pct) -> MemoryComparison`` compares two of them.
+Nothing here renders; see ``render/memory_section.py``.
+
+Which component is "the" peak
+-----------------------------
+``memory_record.csv`` mixes several series in its ``Component`` column:
+
+* ``APP`` — device memory the whole process holds, as the driver sees it (framework
+  allocators plus CANN runtime, HCCL buffers and workspaces). It is what runs out first,
+  so it is the **peak reserved** figure. It has no allocated figure (the cell is empty).
+  In the db it is the ``NPU_MEM`` row of type ``app`` (``ddr + hbm``).
+* ``PTA`` — torch_npu's caching allocator; ``GE`` — the graph engine's allocator;
+  ``PTA+GE`` — torch_npu's sum of the two at every sample. ``PTA+GE`` is therefore the
+  framework's **peak allocated** figure (falls back to ``PTA``, then ``GE``).
+
+Each measure takes the first component of its preference order, reserved
+``APP → PTA+GE → PTA → GE`` and allocated ``PTA+GE → PTA → GE``, that *both* runs
+recorded, so that base and new are always compared like for like (a db export without
+``NPU_MEM`` is compared on ``PTA+GE``). Every component's own peaks are listed as well.
+
+Several ranks
+-------------
+Peaks are the maximum over ranks (the device that runs out first), with the rank that
+holds it; the timeline is that rank's. Operator counts and totals are per rank (mean over
+the ranks that recorded operator allocations); the largest single allocation is the
+maximum over ranks. Module peaks are the maximum over ranks.
+
+``to_dict()`` keys (the ``memory`` object of report.json)
+---------------------------------------------------------
+All sizes in MB (MiB, as the profiler writes them), times in ms; ``null`` when unknown.
+``delta_*`` is new − base; ``delta_pct`` is relative to base (``null`` when base is 0).
+
+- ``threshold_pct``: the relative change (%) that counts as growth.
+- ``peak_reserved``, ``peak_allocated``: ``null`` or ``{"measure": "reserved|allocated",
+  "component": "APP", "base_mb", "new_mb", "delta_mb", "delta_pct", "base_rank",
+  "new_rank"}``.
+- ``components``: one per memory_record component, ``{"component", "base_allocated_mb",
+  "new_allocated_mb", "base_reserved_mb", "new_reserved_mb"}`` (peaks over the run).
+- ``operators``: the top changes by ``|delta_mb|`` (ties by name), ``{"name",
+  "base_count", "new_count", "base_total_mb", "new_total_mb", "delta_mb", "delta_pct",
+  "base_largest_mb", "new_largest_mb", "status": "added|removed|increased|decreased|
+  unchanged"}``; ``increased``/``decreased`` when ``|delta_pct| ≥ threshold_pct``.
+- ``operators_compared``: operator names seen in either run;
+  ``operators_changed``: how many of them changed their total at all.
+- ``modules``: npu_module_mem modules at their peak, non-zero in a run, largest first:
+  ``{"module", "base_peak_mb", "new_peak_mb", "delta_mb", "delta_pct"}``.
+- ``timeline``: ``{"component", "base": {"rank", "time_ms": [...], "reserved_mb":
+  [...]}, "new": {...}}``; time since the run's first sample, at most 2000 points per
+  run (peak-preserving: the largest sample of each time bucket).
+- ``headline``: one sentence when a peak moved by ≥ ``threshold_pct`` or ≥ 1 GB, else
+  ``null``.
+- ``growth``: ``null`` or the ``memory-growth`` finding ``{"id": "memory-growth",
+  "severity": "high|medium", "title", "detail", "delta_mb"}``, raised when peak reserved
+  grew by ≥ ``threshold_pct``; ``high`` from twice the threshold or 1 GB on.
+- ``warnings``: missing files and other caveats, prefixed ``base:``/``new:``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import InputError
+from .readers import concat_frames, find_rank_sources
+from .readers.memory_files import (
+    DB_GLOB,
+    MEMORY_RECORD,
+    MODULE_COLUMNS,
+    NPU_MODULE_MEM,
+    OPERATOR_COLUMNS,
+    OPERATOR_MEMORY,
+    RECORD_COLUMNS,
+    db_tables,
+    empty_frame,
+    open_db,
+    read_db_modules,
+    read_db_operators,
+    read_db_records,
+    read_memory_record,
+    read_npu_module_mem,
+    read_operator_memory,
+)
+from .readers.torch_text import output_dir, rank_dir_of
+
+RESERVED_ORDER = ("APP", "PTA+GE", "PTA", "GE")
+ALLOCATED_ORDER = ("PTA+GE", "PTA", "GE")
+HEADLINE_MB = 1024.0  # 1 GB moves the headline whatever the percentage
+MAX_POINTS = 2000
+MEMORY_FILES = (MEMORY_RECORD, OPERATOR_MEMORY, NPU_MODULE_MEM)
+
+
+@dataclass(frozen=True, eq=False)
+class MemoryData:
+    """Memory samples of one input, every rank stacked; sizes in MB, times in µs.
+
+    ``records``: rank, component, time_us, allocated_mb (NaN when not recorded),
+    reserved_mb. ``operators``: rank, name, size_mb (one row per allocation).
+    ``modules``: rank, component, time_us, reserved_mb. ``warnings`` name what is missing.
+    """
+
+    ranks: tuple[int, ...]
+    records: pd.DataFrame
+    operators: pd.DataFrame
+    modules: pd.DataFrame
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PeakChange:
+    """Peak of one measure (``reserved``/``allocated``) of one component, base vs new (MB)."""
+
+    measure: str
+    component: str
+    base_mb: float
+    new_mb: float
+    delta_mb: float
+    delta_pct: float | None
+    base_rank: int
+    new_rank: int
+
+
+@dataclass(frozen=True)
+class OperatorMemoryChange:
+    """Allocations of one operator name, per rank: count, total and largest (MB)."""
+
+    name: str
+    base_count: float
+    new_count: float
+    base_total_mb: float
+    new_total_mb: float
+    delta_mb: float
+    delta_pct: float | None
+    base_largest_mb: float | None
+    new_largest_mb: float | None
+    status: str
+
+
+@dataclass(frozen=True)
+class ModuleMemoryChange:
+    """Peak reserved memory of one npu_module_mem module (MB); None when not recorded."""
+
+    module: str
+    base_peak_mb: float | None
+    new_peak_mb: float | None
+    delta_mb: float | None
+    delta_pct: float | None
+
+
+@dataclass(frozen=True)
+class MemorySeries:
+    """Reserved memory over time of one rank: ms since its first sample, MB."""
+
+    rank: int | None = None
+    time_ms: tuple[float, ...] = ()
+    reserved_mb: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class MemoryComparison:
+    """Base vs new device memory; ``to_dict()`` keys are listed in the module docstring."""
+
+    threshold_pct: float
+    peak_reserved: PeakChange | None
+    peak_allocated: PeakChange | None
+    components: tuple[dict, ...]
+    operators: tuple[OperatorMemoryChange, ...]
+    operators_compared: int
+    operators_changed: int
+    modules: tuple[ModuleMemoryChange, ...]
+    timeline_component: str | None
+    base_timeline: MemorySeries
+    new_timeline: MemorySeries
+    headline: str | None
+    growth: dict | None
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict:
+        """JSON-ready form (the ``memory`` object of report.json)."""
+        return {
+            "threshold_pct": self.threshold_pct,
+            "peak_reserved": asdict(self.peak_reserved) if self.peak_reserved else None,
+            "peak_allocated": asdict(self.peak_allocated) if self.peak_allocated else None,
+            "components": [dict(c) for c in self.components],
+            "operators": [asdict(o) for o in self.operators],
+            "operators_compared": self.operators_compared,
+            "operators_changed": self.operators_changed,
+            "modules": [asdict(m) for m in self.modules],
+            "timeline": {"component": self.timeline_component,
+                         "base": _series_dict(self.base_timeline),
+                         "new": _series_dict(self.new_timeline)},
+            "headline": self.headline,
+            "growth": dict(self.growth) if self.growth else None,
+            "warnings": list(self.warnings),
+        }
+
+
+def _series_dict(series: MemorySeries) -> dict:
+    return {"rank": series.rank, "time_ms": list(series.time_ms),
+            "reserved_mb": list(series.reserved_mb)}
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _has_memory(path: Path) -> bool:
+    out = output_dir(path)
+    return any((out / name).is_file() for name in MEMORY_FILES) or any(out.glob(DB_GLOB))
+
+
+def _rank_dirs(path: Path) -> list[Path]:
+    """Rank directories of an input: find_rank_sources' answer when it has one.
+
+    A db-only or memory-only result has no kernel_details.csv, which is what the
+    registered formats look for; such directories are then found by their memory files.
+    """
+    try:
+        return find_rank_sources(path)[1]
+    except InputError:
+        if not path.is_dir():
+            raise
+        if _has_memory(path):
+            return [path]
+        ranks = sorted(child for child in path.iterdir() if child.is_dir() and
+                       _has_memory(child))
+        if not ranks:
+            raise
+        return ranks
+
+
+def _rank_ids(rank_dirs: list[Path]) -> tuple[list[int], list[str]]:
+    """Rank from ``profiler_info_<rank>.json``, else the db name, else the position."""
+    ranks = []
+    for position, rank_dir in enumerate(rank_dirs):
+        out = output_dir(rank_dir)
+        names = sorted(p.name for p in rank_dir_of(out).glob("profiler_info_*.json"))
+        names += sorted(p.name for p in out.glob(DB_GLOB))
+        found = [m.group(1) for m in map(re.compile(r"_(\d+)\.(?:json|db)$").search, names)
+                 if m]
+        ranks.append(int(found[0]) if found else position)
+    if len(set(ranks)) < len(ranks):
+        return list(range(len(rank_dirs))), ["several results carry the same rank id; "
+                                             "ranks numbered by directory order instead"]
+    return ranks, []
+
+
+def _missing(label: str, text_name: str, table: str, has_db: bool, what: str) -> str:
+    twin = f" (nor a {table} table in the db)" if has_db else ""
+    return f"{label}: no {text_name}{twin}; {what} (was profile_memory=True?)"
+
+
+def _read_rank(rank_dir: Path, rank: int) -> tuple[pd.DataFrame, pd.DataFrame,
+                                                    pd.DataFrame, list[str]]:
+    """Read one rank: text files first, each missing one from the db twin when present."""
+    out = output_dir(rank_dir)
+    label = f"rank {rank} ({rank_dir_of(out).name})"
+    dbs = sorted(out.glob(DB_GLOB))
+    warnings = [f"{label}: several profiler dbs; using {dbs[0].name}"] if len(dbs) > 1 else []
+    text = {name: (out / name).is_file() for name in MEMORY_FILES}
+    connection = open_db(dbs[0]) if dbs and not all(text.values()) else None
+    try:
+        tables = db_tables(connection, dbs[0]) if connection else set()
+        if text[MEMORY_RECORD]:
+            records, notes = read_memory_record(out / MEMORY_RECORD)
+            warnings += [f"{label}: {note}" for note in notes]
+        elif tables & {"MEMORY_RECORD", "NPU_MEM"}:
+            records = read_db_records(connection, dbs[0], tables)
+        else:
+            records = empty_frame(RECORD_COLUMNS)
+            warnings.append(_missing(label, MEMORY_RECORD, "MEMORY_RECORD", bool(dbs),
+                                     "peak memory unknown"))
+        if text[OPERATOR_MEMORY]:
+            operators = read_operator_memory(out / OPERATOR_MEMORY)
+        elif "OP_MEMORY" in tables:
+            operators = read_db_operators(connection, dbs[0])
+        else:
+            operators = empty_frame(OPERATOR_COLUMNS)
+            warnings.append(_missing(label, OPERATOR_MEMORY, "OP_MEMORY", bool(dbs),
+                                     "per-operator allocations unknown"))
+        if text[NPU_MODULE_MEM]:
+            modules, notes = read_npu_module_mem(out / NPU_MODULE_MEM)
+            warnings += [f"{label}: {note}" for note in notes]
+        elif "NPU_MODULE_MEM" in tables:
+            modules = read_db_modules(connection, dbs[0], tables)
+        else:
+            modules = empty_frame(MODULE_COLUMNS)
+            warnings.append(_missing(label, NPU_MODULE_MEM, "NPU_MODULE_MEM", bool(dbs),
+                                     "memory per module unknown"))
+    finally:
+        if connection is not None:
+            connection.close()
+    return records, operators, modules, warnings
+
+
+def _stack(frames: list[pd.DataFrame], ranks: list[int], columns: tuple[str, ...]):
+    tagged = [f.assign(rank=rank) for f, rank in zip(frames, ranks) if len(f)]
+    if not tagged:
+        return empty_frame(columns).assign(rank=pd.Series(dtype="int64"))[["rank", *columns]]
+    return concat_frames(tagged)[["rank", *columns]]
+
+
+def read_memory(path: str | Path) -> MemoryData:
+    """Read the memory files of every rank of one input into a MemoryData.
+
+    Missing files (the profile was taken without ``profile_memory``) become warnings;
+    unreadable or truncated files raise InputError, files lacking columns SchemaError.
+    """
+    rank_dirs = _rank_dirs(Path(path))
+    ranks, warnings = _rank_ids(rank_dirs)
+    parts = [_read_rank(rank_dir, rank) for rank_dir, rank in zip(rank_dirs, ranks)]
+    for part in parts:
+        warnings += part[3]
+    return MemoryData(
+        ranks=tuple(ranks),
+        records=_stack([p[0] for p in parts], ranks, RECORD_COLUMNS),
+        operators=_stack([p[1] for p in parts], ranks, OPERATOR_COLUMNS),
+        modules=_stack([p[2] for p in parts], ranks, MODULE_COLUMNS),
+        warnings=tuple(warnings),
+    )
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def _pct(delta: float, base: float) -> float | None:
+    return None if not base or not np.isfinite(base) else 100.0 * delta / base
+
+
+def _num(value) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def _choose(base: MemoryData, new: MemoryData, order: tuple[str, ...],
+            column: str) -> str | None:
+    """First component of ``order`` that both runs recorded a value of ``column`` for."""
+    def available(records: pd.DataFrame) -> set:
+        return set(records.loc[records[column].notna(), "component"].unique())
+    both = available(base.records) & available(new.records)
+    return next((c for c in order if c in both), None)
+
+
+def _peak(records: pd.DataFrame, component: str, column: str) -> tuple[float, int]:
+    rows = records[(records["component"] == component).to_numpy()]
+    per_rank = rows.groupby("rank")[column].max().dropna()
+    return float(per_rank.max()), int(per_rank.idxmax())  # idxmax: lowest rank on ties
+
+
+def _peak_change(base: MemoryData, new: MemoryData, measure: str,
+                 order: tuple[str, ...]) -> PeakChange | None:
+    column = f"{measure}_mb"
+    component = _choose(base, new, order, column)
+    if component is None:
+        return None
+    base_mb, base_rank = _peak(base.records, component, column)
+    new_mb, new_rank = _peak(new.records, component, column)
+    return PeakChange(measure, component, base_mb, new_mb, new_mb - base_mb,
+                      _pct(new_mb - base_mb, base_mb), base_rank, new_rank)
+
+
+def _component_peaks(base: MemoryData, new: MemoryData) -> tuple[dict, ...]:
+    def peaks(records: pd.DataFrame) -> pd.DataFrame:
+        return records.groupby("component").agg(allocated_mb=("allocated_mb", "max"),
+                                                 reserved_mb=("reserved_mb", "max"))
+    table = peaks(base.records).add_prefix("base_").join(
+        peaks(new.records).add_prefix("new_"), how="outer")
+    rank = {c: i for i, c in enumerate(RESERVED_ORDER)}
+    table = table.reset_index()
+    table["order"] = table["component"].map(rank).fillna(len(rank))
+    table = table.sort_values(["order", "component"], kind="mergesort").drop(columns="order")
+    table = table.astype(object).where(table.notna(), None)
+    return tuple(table.to_dict("records"))
+
+
+def _per_name(operators: pd.DataFrame) -> pd.DataFrame:
+    ranks = max(operators["rank"].nunique(), 1)
+    table = operators.groupby("name", sort=True)["size_mb"].agg(
+        count="size", total_mb="sum", largest_mb="max")
+    table[["count", "total_mb"]] = table[["count", "total_mb"]].astype("float64") / ranks
+    return table
+
+
+def _operator_table(base: MemoryData, new: MemoryData, threshold_pct: float) -> pd.DataFrame:
+    """Every operator name of either run with base/new figures, sorted by |Δ total|."""
+    table = _per_name(base.operators).add_prefix("base_").reset_index().merge(
+        _per_name(new.operators).add_prefix("new_").reset_index(), on="name", how="outer",
+        indicator=True)
+    for column in ("base_count", "new_count", "base_total_mb", "new_total_mb"):
+        table[column] = table[column].fillna(0.0)
+    table["delta_mb"] = table["new_total_mb"] - table["base_total_mb"]
+    base_total = table["base_total_mb"].where(table["base_total_mb"] > 0)
+    table["delta_pct"] = 100.0 * table["delta_mb"] / base_total
+    side = table["_merge"].astype(str)
+    table["status"] = np.select(
+        [side == "right_only", side == "left_only", table["delta_pct"] >= threshold_pct,
+         table["delta_pct"] <= -threshold_pct],
+        ["added", "removed", "increased", "decreased"], "unchanged")
+    table["size"] = table["delta_mb"].abs()
+    table = table.sort_values(["size", "name"], ascending=[False, True], kind="mergesort")
+    return table.drop(columns=["_merge", "size"]).reset_index(drop=True)
+
+
+def _operator_changes(table: pd.DataFrame, top_n: int) -> tuple[OperatorMemoryChange, ...]:
+    changed = table[(table["delta_mb"].abs() > 1e-9).to_numpy()].head(top_n)
+    columns = [f.name for f in OperatorMemoryChange.__dataclass_fields__.values()]
+    rows = changed[columns].astype(object).where(changed[columns].notna(), None)
+    return tuple(OperatorMemoryChange(**row) for row in rows.to_dict("records"))
+
+
+def _module_changes(base: MemoryData, new: MemoryData) -> tuple[ModuleMemoryChange, ...]:
+    table = base.modules.groupby("component")["reserved_mb"].max().rename("base_peak_mb") \
+        .to_frame().join(new.modules.groupby("component")["reserved_mb"].max()
+                         .rename("new_peak_mb"), how="outer").reset_index()
+    table["largest"] = table[["base_peak_mb", "new_peak_mb"]].max(axis=1)
+    table = table[(table["largest"] > 0).to_numpy()]
+    table = table.sort_values(["largest", "component"], ascending=[False, True],
+                              kind="mergesort")
+    table["delta_mb"] = table["new_peak_mb"] - table["base_peak_mb"]
+    base_peak = table["base_peak_mb"].where(table["base_peak_mb"] > 0)
+    table["delta_pct"] = 100.0 * table["delta_mb"] / base_peak
+    table = table.rename(columns={"component": "module"})
+    columns = ["module", "base_peak_mb", "new_peak_mb", "delta_mb", "delta_pct"]
+    rows = table[columns].astype(object).where(table[columns].notna(), None)
+    return tuple(ModuleMemoryChange(**row) for row in rows.to_dict("records"))
+
+
+def _series(records: pd.DataFrame, component: str | None, rank: int | None) -> MemorySeries:
+    """Reserved MB of one component on one rank over ms since its first sample."""
+    if component is None or rank is None:
+        return MemorySeries()
+    keep = ((records["component"] == component) & (records["rank"] == rank)).to_numpy()
+    rows = records[keep].dropna(subset=["reserved_mb"]).sort_values("time_us",
+                                                                     kind="mergesort")
+    rows = rows.reset_index(drop=True)
+    time_ms = (rows["time_us"] - rows["time_us"].iloc[0]) / 1000.0
+    if len(rows) > MAX_POINTS:
+        # Peak-preserving thinning: keep the largest sample of each time bucket.
+        span = float(time_ms.iloc[-1]) or 1.0
+        bucket = np.minimum((time_ms.to_numpy() / span * MAX_POINTS).astype(np.int64),
+                            MAX_POINTS - 1)
+        kept = np.sort(rows["reserved_mb"].groupby(bucket).idxmax().to_numpy())
+        rows, time_ms = rows.loc[kept], time_ms.loc[kept]
+    return MemorySeries(rank, tuple(np.round(time_ms.to_numpy(), 3).tolist()),
+                        tuple(rows["reserved_mb"].to_numpy(dtype=float).tolist()))
+
+
+def _moved(peak: PeakChange | None, threshold_pct: float) -> bool:
+    if peak is None or peak.delta_mb == 0:
+        return False
+    relative = peak.delta_pct is not None and abs(peak.delta_pct) >= threshold_pct
+    return relative or abs(peak.delta_mb) >= HEADLINE_MB
+
+
+def _describe(peak: PeakChange) -> str:
+    verb = "rose" if peak.delta_mb > 0 else "fell"
+    pct = "" if peak.delta_pct is None else f" ({peak.delta_pct:+.1f} %)"
+    return (f"peak {peak.measure} device memory ({peak.component}) {verb} by "
+            f"{abs(peak.delta_mb):,.1f} MB{pct}: {peak.base_mb:,.1f} MB → {peak.new_mb:,.1f} MB")
+
+
+def _headline(peaks: list[PeakChange | None], threshold_pct: float) -> str | None:
+    moved = [_describe(p) for p in peaks if _moved(p, threshold_pct)]
+    if not moved:
+        return None
+    text = "; ".join(moved) + "."
+    return text[0].upper() + text[1:]
+
+
+def _growth(peak: PeakChange | None, operators: pd.DataFrame,
+            modules: tuple[ModuleMemoryChange, ...], threshold_pct: float) -> dict | None:
+    """The memory-growth finding when peak reserved grew by at least ``threshold_pct``."""
+    if peak is None or peak.delta_pct is None or peak.delta_mb <= 0 \
+            or peak.delta_pct < threshold_pct:
+        return None
+    severe = peak.delta_pct >= 2 * threshold_pct or peak.delta_mb >= HEADLINE_MB
+    detail = (f"Peak reserved device memory ({peak.component}) went from {peak.base_mb:,.1f} MB"
+              f" (rank {peak.base_rank}) to {peak.new_mb:,.1f} MB (rank {peak.new_rank}): "
+              f"{peak.delta_mb:+,.1f} MB ({peak.delta_pct:+.1f} %), at or above the "
+              f"{threshold_pct:g} % threshold.")
+    grown = operators[(operators["delta_mb"] > 1e-9).to_numpy()]
+    grown = grown.sort_values(["delta_mb", "name"], ascending=[False, True], kind="mergesort")
+    if len(grown):
+        named = ", ".join(f"{n} {d:+,.1f} MB" for n, d in
+                          zip(grown["name"].head(3), grown["delta_mb"].head(3)))
+        detail += f" Operator allocations that grew most (total per rank): {named}."
+    modules_grown = sorted((m for m in modules if (m.delta_mb or 0) > 0),
+                           key=lambda m: (-m.delta_mb, m.module))[:3]
+    if modules_grown:
+        named = ", ".join(f"{m.module} {m.delta_mb:+,.1f} MB" for m in modules_grown)
+        detail += f" Modules that grew most: {named}."
+    return {"id": "memory-growth", "severity": "high" if severe else "medium",
+            "title": f"Peak reserved device memory grew {peak.delta_pct:+.1f} % "
+                     f"({peak.delta_mb:+,.1f} MB)",
+            "detail": detail, "delta_mb": peak.delta_mb}
+
+
+def _comparison_warnings(base: MemoryData, new: MemoryData,
+                         peaks: list[PeakChange | None]) -> list[str]:
+    warnings = [f"base: {w}" for w in base.warnings] + [f"new: {w}" for w in new.warnings]
+    for peak, measure in zip(peaks, ("reserved", "allocated")):
+        if peak is None and len(base.records) and len(new.records):
+            warnings.append(f"peak {measure}: no memory_record component holds it in both "
+                            "runs; not compared")
+    return warnings
+
+
+def compare_memory(base: MemoryData, new: MemoryData, threshold_pct: float = 5.0, *,
+                   top_n: int = 20) -> MemoryComparison:
+    """Compare the device memory of two runs (sizes in MB, see the module docstring).
+
+    ``threshold_pct`` is the relative growth of peak reserved memory that raises the
+    ``memory-growth`` finding; ``top_n`` caps the operator rows kept.
+    """
+    reserved = _peak_change(base, new, "reserved", RESERVED_ORDER)
+    allocated = _peak_change(base, new, "allocated", ALLOCATED_ORDER)
+    operators = _operator_table(base, new, threshold_pct)
+    modules = _module_changes(base, new)
+    component = reserved.component if reserved else None
+    return MemoryComparison(
+        threshold_pct=threshold_pct,
+        peak_reserved=reserved,
+        peak_allocated=allocated,
+        components=_component_peaks(base, new),
+        operators=_operator_changes(operators, top_n),
+        operators_compared=len(operators),
+        operators_changed=int((operators["delta_mb"].abs() > 1e-9).sum()),
+        modules=modules,
+        timeline_component=component,
+        base_timeline=_series(base.records, component, reserved and reserved.base_rank),
+        new_timeline=_series(new.records, component, reserved and reserved.new_rank),
+        headline=_headline([reserved, allocated], threshold_pct),
+        growth=_growth(reserved, operators, modules, threshold_pct),
+        warnings=tuple(_comparison_warnings(base, new, [reserved, allocated])),
+    )

@@ -1,0 +1,247 @@
+"""Memory files of one rank → frames in MB and µs: the text export and its db twins.
+
+==========================  ================================  ===========================
+text file                   db twin (ascend_pytorch_profiler)  frame columns
+==========================  ================================  ===========================
+``memory_record.csv``       ``MEMORY_RECORD`` + ``NPU_MEM``    component, time_us,
+                            (type ``app``)                     allocated_mb, reserved_mb
+``operator_memory.csv``     ``OP_MEMORY``                      name, size_mb
+``npu_module_mem.csv``      ``NPU_MODULE_MEM``                 component, time_us,
+                                                               reserved_mb
+==========================  ================================  ===========================
+
+Units after reading: sizes in MB as torch_npu writes them (MiB: bytes / 2**20; the db
+stores bytes), times in µs since the Unix epoch as float64 (the db stores ns). A float64
+keeps 16-digit µs to a fraction of a µs, which is plenty for a memory chart; the kernel
+readers need exact ns, these do not.
+
+Quirks handled here and nowhere else (REALDATA.md, FORMATS.md §10):
+
+* header variants: ``Total Active(MB)``/``Stream Ptr`` absent before 2024, ``Device_id``
+  prepended to npu_module_mem in CANN 8.3, ``Device Type`` vs ``Device``;
+* a trailing TAB inside timestamps (``"1736408883573957.920\\t"``) and CRLF line ends;
+* ``Total Allocated(MB)`` left empty on ``APP`` rows (the driver only knows what the
+  process reserved) → NaN, not an error;
+* timestamps in scientific notation (``1.69512E+15``: a file re-saved by a spreadsheet)
+  are read but flagged, since the timeline lost its resolution;
+* in the db, ``APP`` is not in MEMORY_RECORD: torch_npu writes the text ``APP`` rows from
+  CANN's npu_mem data, whose db twin is ``NPU_MEM`` rows of type ``app``
+  (``ddr + hbm`` bytes). Names are ids into ``STRING_IDS``, modules into ``ENUM_MODULE``.
+* rows of a CPU device (``Device Type`` ``CPU…``) are dropped: only NPU memory counts.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from urllib.parse import quote
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError, SchemaError
+from .csv_files import read_csv_columns, read_header
+
+MEMORY_RECORD = "memory_record.csv"
+OPERATOR_MEMORY = "operator_memory.csv"
+NPU_MODULE_MEM = "npu_module_mem.csv"
+DB_GLOB = "ascend_pytorch_profiler*.db"
+MIB = float(2**20)
+
+# canonical field -> accepted headers (first found wins); the first two are required.
+RECORD_HEADERS = {
+    "component": ("Component",),
+    "time_us": ("Timestamp(us)",),
+    "allocated_mb": ("Total Allocated(MB)",),
+    "reserved_mb": ("Total Reserved(MB)",),
+    "device": ("Device Type", "Device"),
+}
+OPERATOR_HEADERS = {
+    "name": ("Name",),
+    "size_kb": ("Size(KB)",),
+    "device": ("Device Type", "Device"),
+}
+MODULE_HEADERS = {
+    "component": ("Component",),
+    "time_us": ("Timestamp(us)",),
+    "reserved_mb": ("Total Reserved(MB)",),
+    "device": ("Device", "Device Type"),
+}
+REQUIRED = {
+    MEMORY_RECORD: ("component", "time_us", "reserved_mb"),
+    OPERATOR_MEMORY: ("name", "size_kb"),
+    NPU_MODULE_MEM: ("component", "time_us", "reserved_mb"),
+}
+
+RECORD_COLUMNS = ("component", "time_us", "allocated_mb", "reserved_mb")
+OPERATOR_COLUMNS = ("name", "size_mb")
+MODULE_COLUMNS = ("component", "time_us", "reserved_mb")
+
+
+def empty_frame(columns: tuple[str, ...]) -> pd.DataFrame:
+    """An empty frame with the given columns: text columns as str, the rest float64."""
+    text = {"component", "name"}
+    return pd.DataFrame({c: pd.Series(dtype=str if c in text else "float64") for c in columns})
+
+
+# --------------------------------------------------------------------------- text files
+
+
+def _columns(path: Path, aliases: dict[str, tuple[str, ...]],
+             required: tuple[str, ...]) -> dict[str, str]:
+    header = read_header(path)
+    picked = {}
+    for field, names in aliases.items():
+        found = next((name for name in names if name in header), None)
+        if found is not None:
+            picked[field] = found
+    missing = [aliases[f][0] for f in required if f not in picked]
+    if missing:
+        raise SchemaError(path, f"missing column(s) {', '.join(missing)}; header is "
+                                f"{','.join(header[:8])}{',…' if len(header) > 8 else ''}")
+    return picked
+
+
+def _numbers(frame: pd.DataFrame, field: str, path: Path, header: str,
+             required: bool) -> pd.Series:
+    """Parse a text column as float; empty cells are NaN unless ``required``."""
+    text = frame[field].astype("string").str.strip()
+    values = pd.to_numeric(text, errors="coerce").astype("float64")
+    blank = text.isna() | (text == "")
+    bad = values.isna() & (~blank | required)
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        shown = frame[field].iloc[row]
+        what = "is empty" if blank.iloc[row] else f"is not a number ({shown!r})"
+        raise SchemaError(path, f"{header} {what}", where=f"row {row + 2}")
+    return values
+
+
+def _text(values: pd.Series) -> pd.Series:
+    return values.astype("string").str.strip().fillna("").astype(str)
+
+
+def _npu_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    if "device" not in frame:
+        return frame
+    cpu = frame["device"].astype("string").str.strip().str.upper().str.startswith("CPU")
+    return frame[~cpu.fillna(False).to_numpy()]
+
+
+def _time_warning(frame: pd.DataFrame, path: Path) -> list[str]:
+    text = frame["time_us"].astype("string")
+    if text.str.contains(r"\d[eE][+]", regex=True).fillna(False).any():
+        return [f"{path.name}: timestamps in scientific notation "
+                "(file re-saved by a spreadsheet?); its timeline has lost its resolution"]
+    return []
+
+
+def read_memory_record(path: Path) -> tuple[pd.DataFrame, list[str]]:
+    """Read memory_record.csv: one row per allocator sample, MB and µs, and warnings."""
+    picked = _columns(path, RECORD_HEADERS, REQUIRED[MEMORY_RECORD])
+    frame = _npu_rows(read_csv_columns(path, picked))
+    warnings = _time_warning(frame, path)
+    out = pd.DataFrame({"component": _text(frame["component"])})
+    out["time_us"] = _numbers(frame, "time_us", path, picked["time_us"], True)
+    out["allocated_mb"] = (_numbers(frame, "allocated_mb", path, picked["allocated_mb"], False)
+                           if "allocated_mb" in frame else np.nan)
+    out["reserved_mb"] = _numbers(frame, "reserved_mb", path, picked["reserved_mb"], False)
+    return out.reset_index(drop=True), warnings
+
+
+def read_operator_memory(path: Path) -> pd.DataFrame:
+    """Read operator_memory.csv: one row per allocation, ``name`` and ``size_mb``."""
+    picked = _columns(path, OPERATOR_HEADERS, REQUIRED[OPERATOR_MEMORY])
+    frame = _npu_rows(read_csv_columns(path, picked))
+    out = pd.DataFrame({"name": _text(frame["name"])})
+    out["size_mb"] = _numbers(frame, "size_kb", path, picked["size_kb"], True) / 1024.0
+    return out.reset_index(drop=True)
+
+
+def read_npu_module_mem(path: Path) -> tuple[pd.DataFrame, list[str]]:
+    """Read npu_module_mem.csv: one row per (module, sample), MB and µs, and warnings."""
+    picked = _columns(path, MODULE_HEADERS, REQUIRED[NPU_MODULE_MEM])
+    frame = _npu_rows(read_csv_columns(path, picked))
+    warnings = _time_warning(frame, path)
+    out = pd.DataFrame({"component": _text(frame["component"])})
+    out["time_us"] = _numbers(frame, "time_us", path, picked["time_us"], True)
+    out["reserved_mb"] = _numbers(frame, "reserved_mb", path, picked["reserved_mb"], False)
+    return out.reset_index(drop=True), warnings
+
+
+# --------------------------------------------------------------------------- db twins
+
+
+def open_db(path: Path) -> sqlite3.Connection:
+    """Open a profiler db read-only and immutable: never lock, write or journal it."""
+    uri = f"file:{quote(path.resolve().as_posix())}?mode=ro&immutable=1"
+    try:
+        return sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as exc:
+        raise InputError(path, f"cannot open the database: {exc}") from None
+
+
+def db_tables(connection: sqlite3.Connection, path: Path) -> set[str]:
+    """Names of the tables of a db; InputError when the file is not a readable db."""
+    try:
+        rows = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        return {name for (name,) in rows.fetchall()}
+    except sqlite3.DatabaseError as exc:
+        raise InputError(path, f"not a readable SQLite database: {exc}") from None
+
+
+def _query(connection: sqlite3.Connection, path: Path, table: str, sql: str) -> pd.DataFrame:
+    try:
+        return pd.read_sql_query(sql, connection)
+    except sqlite3.OperationalError as exc:  # a column or joined table is missing
+        raise SchemaError(path, f"table {table}: {exc}") from None
+    except sqlite3.DatabaseError as exc:
+        raise InputError(path, f"table {table} is unreadable: {exc}") from None
+
+
+def _floats(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    frame = frame.astype({c: "float64" for c in columns if c not in ("component", "name")})
+    for text in {"component", "name"} & set(frame.columns):
+        frame[text] = frame[text].astype("string").fillna("").astype(str)
+    return frame[list(columns)]
+
+
+def read_db_records(connection: sqlite3.Connection, path: Path,
+                    tables: set[str]) -> pd.DataFrame:
+    """MEMORY_RECORD (PTA, GE, PTA+GE, …) plus the ``APP`` rows of NPU_MEM, MB and µs."""
+    parts = []
+    if "MEMORY_RECORD" in tables:
+        parts.append(_query(connection, path, "MEMORY_RECORD", f"""
+            SELECT s.value AS component, m.timestamp / 1000.0 AS time_us,
+                   m.totalAllocated / {MIB} AS allocated_mb,
+                   m.totalReserved / {MIB} AS reserved_mb
+            FROM MEMORY_RECORD m LEFT JOIN STRING_IDS s ON s.id = m.component"""))
+    if "NPU_MEM" in tables:
+        parts.append(_query(connection, path, "NPU_MEM", f"""
+            SELECT 'APP' AS component, n.timestampNs / 1000.0 AS time_us,
+                   NULL AS allocated_mb, (n.ddr + n.hbm) / {MIB} AS reserved_mb
+            FROM NPU_MEM n JOIN STRING_IDS s ON s.id = n.type
+            WHERE upper(s.value) = 'APP'"""))
+    parts = [_floats(p, RECORD_COLUMNS) for p in parts if len(p)]
+    return pd.concat(parts, ignore_index=True) if parts else empty_frame(RECORD_COLUMNS)
+
+
+def read_db_operators(connection: sqlite3.Connection, path: Path) -> pd.DataFrame:
+    """OP_MEMORY: one row per allocation, ``name`` and ``size_mb`` (the db holds bytes)."""
+    frame = _query(connection, path, "OP_MEMORY", f"""
+        SELECT s.value AS name, o.size / {MIB} AS size_mb
+        FROM OP_MEMORY o LEFT JOIN STRING_IDS s ON s.id = o.name""")
+    return _floats(frame, OPERATOR_COLUMNS)
+
+
+def read_db_modules(connection: sqlite3.Connection, path: Path,
+                    tables: set[str]) -> pd.DataFrame:
+    """NPU_MODULE_MEM: one row per (module, sample); names from ENUM_MODULE when present."""
+    name = "COALESCE(e.name, CAST(n.moduleId AS TEXT))" if "ENUM_MODULE" in tables \
+        else "CAST(n.moduleId AS TEXT)"
+    join = "LEFT JOIN ENUM_MODULE e ON e.id = n.moduleId" if "ENUM_MODULE" in tables else ""
+    frame = _query(connection, path, "NPU_MODULE_MEM", f"""
+        SELECT {name} AS component, n.timestampNs / 1000.0 AS time_us,
+               n.totalReserved / {MIB} AS reserved_mb
+        FROM NPU_MODULE_MEM n {join}""")
+    return _floats(frame, MODULE_COLUMNS)

@@ -1,0 +1,116 @@
+"""PNG charts drawn from a Report: fixed size and DPI, Agg backend, deterministic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from ..output import write_atomic  # noqa: E402
+from ..report import Report  # noqa: E402
+
+DPI = 100
+SIZE = (9, 4.5)
+STACK = (("computing", "Computing", "#4C72B0"),
+         ("communication_not_overlapped", "Exposed communication", "#DD8452"),
+         ("free", "Free", "#BBBBBB"),
+         ("bubble", "Bubble", "#8172B3"))
+plt.rcParams.update({"svg.hashsalt": "cann-diff", "font.size": 10})
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    try:
+        write_atomic(path, lambda temp: fig.savefig(temp, format="png", dpi=DPI,
+                                                     metadata={"Software": None}))
+    finally:
+        plt.close(fig)
+    return path
+
+
+def draw_step_breakdown(report: Report, path: Path) -> Path:
+    """Stacked bars of the step (Stage) per run: computing, exposed communication, free."""
+    breakdown = report.step["breakdown"]
+    labels = [report.base["label"], report.new["label"]]
+    fig, ax = plt.subplots(figsize=(SIZE[0], 3.2))
+    left = [0.0, 0.0]
+    for key, name, colour in STACK:
+        values = [(breakdown[key]["base_us"] or 0) / 1000, (breakdown[key]["new_us"] or 0) / 1000]
+        values = [v if v == v else 0.0 for v in values]
+        ax.barh(labels, values, left=left, color=colour, label=name)
+        left = [a + b for a, b in zip(left, values)]
+    for y, total in enumerate(left):
+        ax.text(total, y, f"  {total:,.1f} ms", va="center")
+    ax.set_xlabel("ms per step (mean over steps and ranks)")
+    ax.set_title("Step time breakdown")
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(left) * 1.18 if max(left) > 0 else 1)
+    ax.legend(loc="lower right", ncols=4, fontsize=8, frameon=False,
+              bbox_to_anchor=(1.0, -0.45))
+    return _save(fig, path)
+
+
+def draw_waterfall(report: Report, path: Path) -> Path:
+    """Where the step time went: base step, Δcomputing, Δexposed comm, Δfree, new step."""
+    breakdown = report.step["breakdown"]
+    base = (report.step["base_us"] or 0) / 1000
+    new = (report.step["new_us"] or 0) / 1000
+    steps = [(name, (breakdown[key]["delta_us"] or 0) / 1000)
+             for key, name, _ in STACK if breakdown[key]["delta_us"] == breakdown[key]["delta_us"]]
+    fig, ax = plt.subplots(figsize=SIZE)
+    names = [report.base["label"], *[f"Δ {n.lower()}" for n, _ in steps], report.new["label"]]
+    level = base
+    ax.bar(0, base, color="#4C72B0")
+    for i, (_, delta) in enumerate(steps, start=1):
+        colour = "#C44E52" if delta > 0 else "#55A868"
+        ax.bar(i, delta, bottom=level, color=colour)
+        ax.text(i, level + max(delta, 0), f"{delta:+,.2f}", ha="center", va="bottom")
+        level += delta
+    ax.bar(len(steps) + 1, new, color="#4C72B0")
+    for x, value in ((0, base), (len(steps) + 1, new)):
+        ax.text(x, value, f"{value:,.2f}", ha="center", va="bottom")
+    low = min(base, new, level) * 0.9
+    high = max(base, new) * 1.05 + max((d for _, d in steps), default=0)
+    ax.set_ylim(low, high)
+    ax.set_xticks(range(len(names)), names, rotation=15, ha="right")
+    ax.set_ylabel("ms per step")
+    ax.set_title(f"Where the step time went ({report.step['delta_pct']:+.1f}%)"
+                 if report.step["delta_pct"] is not None else "Where the step time went")
+    return _save(fig, path)
+
+
+def draw_top_movers(report: Report, path: Path, n: int = 12) -> Path:
+    """Horizontal bars of the operators whose time per step moved most (Δ ms)."""
+    movers = [op for op in report.operators if op["delta_us"] == op["delta_us"]][:n]
+    fig, ax = plt.subplots(figsize=(SIZE[0], max(3.0, 0.42 * len(movers) + 1.2)))
+    labels = [_label(op) for op in movers]
+    deltas = [op["delta_us"] / 1000 for op in movers]
+    colours = ["#C44E52" if d > 0 else "#55A868" for d in deltas]
+    ax.barh(labels, deltas, color=colours)
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.invert_yaxis()
+    ax.set_xlabel("Δ time per step, ms (new − base)")
+    ax.set_title("Top movers")
+    return _save(fig, path)
+
+
+def _label(op: dict) -> str:
+    shapes = op["input_shapes"] or "*"
+    shapes = shapes if len(shapes) <= 28 else shapes[:27] + "…"
+    tag = f" [{op['status']}]" if op["status"] in ("added", "removed") else ""
+    return f"{op['op_type']} {shapes}{tag}"
+
+
+def draw_charts(report: Report, out_dir: Path) -> dict[str, Path]:
+    """Draw every chart into ``out_dir``; returns {chart name: path}."""
+    out_dir = Path(out_dir)
+    charts = {
+        "step_breakdown": draw_step_breakdown(report, out_dir / "step_breakdown.png"),
+        "step_waterfall": draw_waterfall(report, out_dir / "step_waterfall.png"),
+    }
+    if report.operators:
+        charts["top_movers"] = draw_top_movers(report, out_dir / "top_movers.png")
+    return charts
