@@ -285,6 +285,39 @@ def _short(shapes: str) -> str:
     return f"[{shapes if len(shapes) <= 30 else shapes[:29] + '…'}]"
 
 
+OUTLIER_Z = 3.5  # robust z-score (median ± 3.5·1.4826·MAD), Iglewicz and Hoaglin
+MIN_RANKS = 4
+
+
+def slow_ranks(cmp: Comparison) -> list[Finding]:
+    """Ranks of the new run whose step, computing or exposed communication is an outlier."""
+    ranks = cmp.ranks
+    if len(ranks) < MIN_RANKS:
+        return []
+    findings = []
+    for column, what in (("new_computing", "computing"),
+                         ("new_communication_not_overlapped", "exposed communication"),
+                         ("new_stage", "step time")):
+        values = ranks[column].dropna()
+        if len(values) < MIN_RANKS:
+            continue
+        median = values.median()
+        mad = (values - median).abs().median() * 1.4826
+        floor = max(mad, 0.02 * abs(median), 1e-9)  # identical ranks: only 2 % moves count
+        z = (values - median) / floor
+        for index in z[z > OUTLIER_Z].index:
+            rank = int(ranks.loc[index, "rank"])
+            excess = values[index] - median
+            findings.append(Finding(
+                "slow-rank", "medium", f"Rank {rank}: {what} is an outlier",
+                f"Rank {rank} spends {_ms(values[index])} per step on {what}, "
+                f"{_ms(excess)} above the median of {len(values)} ranks ({_ms(median)}); "
+                "other ranks wait for it in their collectives.", float(excess),
+                {"rank": rank, "metric": what, "value_us": float(values[index]),
+                 "median_us": float(median)}))
+    return findings
+
+
 SEVERITY_ORDER = {"high": 0, "medium": 1, "info": 2}
 
 
@@ -296,5 +329,6 @@ def analyse(cmp: Comparison, fusion_map: Path | None = None) -> Analysis:
     if hidden:
         findings.insert(0, hidden)
     findings += _operator_findings(cmp, claimed)
+    findings += slow_ranks(cmp)
     findings.sort(key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
     return Analysis(tuple(groups), tuple(findings), claimed)

@@ -7,6 +7,7 @@ failed (the step regressed significantly by at least PCT); 2 bad input or usage.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import time
@@ -93,11 +94,13 @@ def _write_report(result, out_dir: Path, charts_wanted: bool) -> None:
               help="JSON file adding MC2 fused ops to the built-in table.")
 @click.option("--alias-map", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="JSON file of operator family aliases {\"Gemm\": \"MatMul\"}.")
+@click.option("-j", "--jobs", type=click.IntRange(1), default=os.cpu_count() or 1,
+              show_default="number of cores", help="Ranks read in parallel.")
 @click.option("--no-charts", is_flag=True, help="Skip the PNG charts.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages on stderr.")
 @click.version_option(package_name="cann-diff")
 def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, threshold,
-         fail_pct, fusion_map, alias_map, no_charts, quiet):
+         fail_pct, fusion_map, alias_map, jobs, no_charts, quiet):
     """Compare two Ascend NPU profiles (BASE = current stack, NEW = candidate) and write a
     Markdown + PNG + JSON report of what changed and why.
 
@@ -116,15 +119,29 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
         if not quiet:
             click.echo(f"[{time.monotonic() - started:5.1f}s] {message}", err=True)
 
+    bars = {}
+
+    def rank_progress(side: str, done: int, total: int) -> None:
+        # A bar only where someone watches: a terminal, several ranks, not --quiet.
+        if quiet or total < 2 or not sys.stderr.isatty():
+            return
+        if side not in bars:
+            bars[side] = click.progressbar(length=total, label=f"reading {side} ranks",
+                                           file=sys.stderr)
+            bars[side].__enter__()
+        bars[side].update(1)
+        if done == total:
+            bars[side].__exit__(None, None, None)
+
     try:
         options = Options(base_label=base_label, new_label=new_label,
                           steps=parse_steps(steps_spec) if steps_spec else None,
                           thresholds=Thresholds(alpha=alpha, threshold_pct=_percent(threshold)),
-                          top_n=top_n, fusion_map=fusion_map, alias_map=alias_map)
+                          top_n=top_n, fusion_map=fusion_map, alias_map=alias_map, jobs=jobs)
         gate = _percent(fail_pct) if fail_pct is not None else None
         if out_dir is not None:
             check_output_dir(out_dir, [base, new])
-        result = diff(base, new, options, progress)
+        result = diff(base, new, options, progress, rank_progress)
         labels = f"{result.report.base['label']}_vs_{result.report.new['label']}"
         out = check_output_dir(out_dir or Path("reports") / labels, [base, new])
         progress(f"writing report to {out}")

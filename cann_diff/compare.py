@@ -58,6 +58,7 @@ class Comparison:
     base_steps: tuple[int, ...]
     new_steps: tuple[int, ...]
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def units_of(ops: pd.DataFrame) -> pd.Series:
@@ -195,6 +196,26 @@ def compare_communication(base: Run, new: Run) -> pd.DataFrame:
     return table.reset_index().sort_values("delta_us", ascending=False, kind="stable")
 
 
+RANK_FIELDS = ("stage", "computing", "communication_not_overlapped", "free")
+
+
+def _rank_side(run: Run, prefix: str) -> pd.DataFrame:
+    side = run.steps.groupby("rank")[list(RANK_FIELDS)].mean()
+    if len(run.comm):
+        units = run.comm.groupby("rank")["step"].nunique(dropna=False).clip(lower=1)
+        comm = run.comm.groupby("rank")[["wait_us", "transit_us"]].sum().div(units, axis=0)
+        side = side.join(comm, how="left")
+    return side.add_prefix(prefix)
+
+
+def compare_ranks(base: Run, new: Run) -> pd.DataFrame:
+    """Per rank: step breakdown (µs per step) and communication wait/transit, both sides."""
+    table = _rank_side(base, "base_").join(_rank_side(new, "new_"), how="outer")
+    table["delta_stage_us"] = table["new_stage"] - table["base_stage"]
+    table.index.name = "rank"
+    return table.reset_index()
+
+
 def _step_set(run: Run) -> tuple[int, ...]:
     return tuple(sorted(int(s) for s in run.ops["step"].dropna().unique()))
 
@@ -227,7 +248,8 @@ def compare(base: Run, new: Run, matched: Matched,
                         "method, not performance")
     return Comparison(base, new, matched, operators, compare_categories(operators),
                       compare_communication(base, new), step, thresholds, base_units,
-                      new_units, base_steps, new_steps, tuple(warnings))
+                      new_units, base_steps, new_steps, tuple(warnings),
+                      compare_ranks(base, new))
 
 
 def _fmt_steps(steps: tuple[int, ...]) -> str:

@@ -24,6 +24,7 @@ class Options:
     top_n: int = 15
     fusion_map: Path | None = None
     alias_map: Path | None = None
+    jobs: int = 1
 
 
 @dataclass(frozen=True)
@@ -36,13 +37,20 @@ class Result:
 
 
 def diff(base_path: str | Path, new_path: str | Path, options: Options = Options(),
-         progress=lambda message: None) -> Result:
-    """Read both profiles and compare them; ``progress`` receives short status messages."""
+         progress=lambda message: None,
+         rank_progress=lambda side, done, total: None) -> Result:
+    """Read both profiles and compare them.
+
+    ``progress`` receives short status messages, ``rank_progress(side, done, total)``
+    is called as ranks are read.
+    """
     runs = []
     for side, path, label in (("base", base_path, options.base_label),
                               ("new", new_path, options.new_label)):
         progress(f"reading {side}: {path}")
-        run = load_run(path, label, fusion_map=options.fusion_map, alias_map=options.alias_map)
+        run = load_run(path, label, fusion_map=options.fusion_map, alias_map=options.alias_map,
+                       jobs=options.jobs,
+                       progress=lambda done, total, side=side: rank_progress(side, done, total))
         runs.append(select_steps(run, options.steps))
         progress(f"  {len(run.ops):,} kernels, ranks {list(run.meta.ranks)}")
     base, new = runs

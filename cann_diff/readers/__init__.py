@@ -9,6 +9,7 @@ FORMATS.md's priority order.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,8 +149,38 @@ def select_steps(run: Run, ranges: StepRanges | None) -> Run:
                run.step_source, run.warnings)
 
 
+def _unread_children(path: Path, sources: list[Path]) -> list[str]:
+    """Rank-like subdirectories that no reader accepted (e.g. a rank without kernels)."""
+    if not path.is_dir() or path in sources:
+        return []
+    return [f"{child.name}: no readable profile (looked for "
+            f"{'; '.join(f.looks_for for f in FORMATS)}); rank skipped"
+            for child in sorted(path.iterdir())
+            if child.is_dir() and child not in sources
+            and (child.name.endswith(("_ascend_pt", "_ascend_ms")) or
+                 (child / torch_text.OUTPUT_DIR).is_dir())]
+
+
+def _read_all(fmt: Format, sources: list[Path], jobs: int, progress) -> list[RankData]:
+    """Read every rank, in parallel threads (pyarrow and pandas release the GIL)."""
+    if jobs <= 1 or len(sources) == 1:
+        datas = []
+        for number, source in enumerate(sources, 1):
+            datas.append(fmt.read_rank(source))
+            progress(number, len(sources))
+        return datas
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(fmt.read_rank, source) for source in sources]
+        datas = []
+        for number, future in enumerate(futures, 1):
+            datas.append(future.result())
+            progress(number, len(sources))
+        return datas
+
+
 def load_run(path: str | Path, label: str | None = None, *, fusion_map: Path | None = None,
-             alias_map: Path | None = None) -> Run:
+             alias_map: Path | None = None, jobs: int = 1,
+             progress=lambda done, total: None) -> Run:
     """Read a profile (any supported layout) into a canonical Run.
 
     ``label`` defaults to the directory name. Raises InputError/SchemaError on
@@ -158,7 +189,8 @@ def load_run(path: str | Path, label: str | None = None, *, fusion_map: Path | N
     """
     path = Path(path)
     fmt, sources = find_rank_sources(path)
-    datas, warnings = _assign_ranks([fmt.read_rank(source) for source in sources])
+    datas, warnings = _assign_ranks(_read_all(fmt, sources, jobs, progress))
+    warnings = _unread_children(path, sources) + warnings
     for data in datas:
         warnings += data.warnings
     ops = concat_frames(_normalize_ops(d, fusion_map, alias_map) for d in datas)

@@ -202,6 +202,29 @@ def _operators(report: Report, charts: dict[str, str], notes: Footnotes) -> list
     return lines
 
 
+def _ranks_section(report: Report) -> list[str]:
+    ranks = report.extra.get("ranks") or []
+    if len(ranks) < 2:
+        return []
+    ordered = sorted(ranks, key=lambda r: -abs(r.get("delta_stage_us") or 0))
+    shown = ordered[: report.top_n]
+    rows = [[r["rank"], fmt.ms(r.get("base_stage")), fmt.ms(r.get("new_stage")),
+             fmt.ms(r.get("delta_stage_us"), signed=True),
+             fmt.ms(r.get("base_communication_not_overlapped")),
+             fmt.ms(r.get("new_communication_not_overlapped")),
+             fmt.ms(r.get("base_wait_us")), fmt.ms(r.get("new_wait_us"))] for r in shown]
+    deltas = sorted(r["delta_stage_us"] for r in ranks if not fmt.is_missing(r.get("delta_stage_us")))
+    summary = ""
+    if deltas:
+        summary = (f"Across {len(ranks)} ranks: median Δ step {fmt.ms(deltas[len(deltas) // 2], True)}"
+                   f" ms, worst {fmt.ms(max(deltas, key=abs), True)} ms.")
+    more = f" Showing the {len(shown)} ranks that moved most; all are in report.json." \
+        if len(shown) < len(ranks) else ""
+    return ["## Per rank", "", summary + more, "",
+            _table(rows, ["rank", "base step ms", "new step ms", "Δ ms", "base exposed",
+                          "new exposed", "base wait", "new wait"]), ""]
+
+
 def _categories(report: Report) -> list[str]:
     rows = [[c["category"], f"{fmt.count(c['base_count'])} → {fmt.count(c['new_count'])}",
              fmt.ms(c["base_total_us"]), fmt.ms(c["new_total_us"]),
@@ -228,7 +251,7 @@ def render_markdown(report: Report, charts: dict[str, str] | None = None,
                   for w in ws] + [""]
     lines += _runs(report) + _findings(report) + _step(report, charts, notes)
     lines += _fusion(report) + _communication(report) + _operators(report, charts, notes)
-    lines += _categories(report)
+    lines += _ranks_section(report) + _categories(report)
     for section in extra_sections or []:
         lines += [section, ""]
     lines += notes.render()
