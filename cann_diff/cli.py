@@ -17,7 +17,7 @@ import click
 
 from . import format as fmt
 from .errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION, CannDiffError
-from .output import check_output_dir, write_text_atomic
+from .output import check_output_dir, write_atomic, write_text_atomic
 from .pipeline import Options, diff
 from .stats import Thresholds
 
@@ -69,7 +69,17 @@ def _write_report(result, out_dir: Path, charts_wanted: bool) -> None:
         from .render.charts import draw_charts
 
         charts = {name: path.name for name, path in draw_charts(result.report, out_dir).items()}
-    write_text_atomic(out_dir / "report.md", render_markdown(result.report, charts))
+    sections = []
+    if result.memory is not None:
+        from .render.memory_section import draw_memory_chart, render_memory_markdown
+
+        chart = None
+        if charts_wanted:
+            write_atomic(out_dir / "memory.png",
+                         lambda temp: draw_memory_chart(result.memory, temp))
+            chart = "memory.png"
+        sections.append(render_memory_markdown(result.memory, chart))
+    write_text_atomic(out_dir / "report.md", render_markdown(result.report, charts, sections))
     write_text_atomic(out_dir / "report.json",
                       json.dumps(result.report.to_dict(), indent=2, ensure_ascii=False) + "\n")
 

@@ -35,6 +35,7 @@ All sizes in MB (MiB, as the profiler writes them), times in ms; ``null`` when u
 ``delta_*`` is new − base; ``delta_pct`` is relative to base (``null`` when base is 0).
 
 - ``threshold_pct``: the relative change (%) that counts as growth.
+- ``ranks``: ``{"base": [0, 1], "new": [0, 1]}``, the rank ids read.
 - ``peak_reserved``, ``peak_allocated``: ``null`` or ``{"measure": "reserved|allocated",
   "component": "APP", "base_mb", "new_mb", "delta_mb", "delta_pct", "base_rank",
   "new_rank"}``.
@@ -168,6 +169,8 @@ class MemoryComparison:
     """Base vs new device memory; ``to_dict()`` keys are listed in the module docstring."""
 
     threshold_pct: float
+    base_ranks: tuple[int, ...]
+    new_ranks: tuple[int, ...]
     peak_reserved: PeakChange | None
     peak_allocated: PeakChange | None
     components: tuple[dict, ...]
@@ -186,6 +189,7 @@ class MemoryComparison:
         """JSON-ready form (the ``memory`` object of report.json)."""
         return {
             "threshold_pct": self.threshold_pct,
+            "ranks": {"base": list(self.base_ranks), "new": list(self.new_ranks)},
             "peak_reserved": asdict(self.peak_reserved) if self.peak_reserved else None,
             "peak_allocated": asdict(self.peak_allocated) if self.peak_allocated else None,
             "components": [dict(c) for c in self.components],
@@ -224,6 +228,8 @@ def _rank_dirs(path: Path) -> list[Path]:
     try:
         return find_rank_sources(path)[1]
     except InputError:
+        if path.is_file() and path.match(DB_GLOB):
+            return [path]
         if not path.is_dir():
             raise
         if _has_memory(path):
@@ -235,13 +241,21 @@ def _rank_dirs(path: Path) -> list[Path]:
         return ranks
 
 
+def _locate(source: Path) -> tuple[Path, list[Path]]:
+    """The export directory of a rank source and its profiler dbs (a source may be a .db)."""
+    if source.is_file():
+        return source.parent, [source] if source.suffix == ".db" else []
+    out = output_dir(source)
+    return out, sorted(out.glob(DB_GLOB))
+
+
 def _rank_ids(rank_dirs: list[Path]) -> tuple[list[int], list[str]]:
     """Rank from ``profiler_info_<rank>.json``, else the db name, else the position."""
     ranks = []
     for position, rank_dir in enumerate(rank_dirs):
-        out = output_dir(rank_dir)
+        out, dbs = _locate(rank_dir)
         names = sorted(p.name for p in rank_dir_of(out).glob("profiler_info_*.json"))
-        names += sorted(p.name for p in out.glob(DB_GLOB))
+        names += [p.name for p in dbs]
         found = [m.group(1) for m in map(re.compile(r"_(\d+)\.(?:json|db)$").search, names)
                  if m]
         ranks.append(int(found[0]) if found else position)
@@ -259,9 +273,8 @@ def _missing(label: str, text_name: str, table: str, has_db: bool, what: str) ->
 def _read_rank(rank_dir: Path, rank: int) -> tuple[pd.DataFrame, pd.DataFrame,
                                                     pd.DataFrame, list[str]]:
     """Read one rank: text files first, each missing one from the db twin when present."""
-    out = output_dir(rank_dir)
+    out, dbs = _locate(rank_dir)
     label = f"rank {rank} ({rank_dir_of(out).name})"
-    dbs = sorted(out.glob(DB_GLOB))
     warnings = [f"{label}: several profiler dbs; using {dbs[0].name}"] if len(dbs) > 1 else []
     text = {name: (out / name).is_file() for name in MEMORY_FILES}
     connection = open_db(dbs[0]) if dbs and not all(text.values()) else None
@@ -438,6 +451,8 @@ def _series(records: pd.DataFrame, component: str | None, rank: int | None) -> M
     rows = records[keep].dropna(subset=["reserved_mb"]).sort_values("time_us",
                                                                      kind="mergesort")
     rows = rows.reset_index(drop=True)
+    if rows.empty:
+        return MemorySeries(rank)
     time_ms = (rows["time_us"] - rows["time_us"].iloc[0]) / 1000.0
     if len(rows) > MAX_POINTS:
         # Peak-preserving thinning: keep the largest sample of each time bucket.
@@ -521,9 +536,12 @@ def compare_memory(base: MemoryData, new: MemoryData, threshold_pct: float = 5.0
     allocated = _peak_change(base, new, "allocated", ALLOCATED_ORDER)
     operators = _operator_table(base, new, threshold_pct)
     modules = _module_changes(base, new)
-    component = reserved.component if reserved else None
+    component, base_rank, new_rank = ((reserved.component, reserved.base_rank,
+                                       reserved.new_rank) if reserved else (None, None, None))
     return MemoryComparison(
         threshold_pct=threshold_pct,
+        base_ranks=base.ranks,
+        new_ranks=new.ranks,
         peak_reserved=reserved,
         peak_allocated=allocated,
         components=_component_peaks(base, new),
@@ -532,8 +550,8 @@ def compare_memory(base: MemoryData, new: MemoryData, threshold_pct: float = 5.0
         operators_changed=int((operators["delta_mb"].abs() > 1e-9).sum()),
         modules=modules,
         timeline_component=component,
-        base_timeline=_series(base.records, component, reserved and reserved.base_rank),
-        new_timeline=_series(new.records, component, reserved and reserved.new_rank),
+        base_timeline=_series(base.records, component, base_rank),
+        new_timeline=_series(new.records, component, new_rank),
         headline=_headline([reserved, allocated], threshold_pct),
         growth=_growth(reserved, operators, modules, threshold_pct),
         warnings=tuple(_comparison_warnings(base, new, [reserved, allocated])),

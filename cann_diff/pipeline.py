@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .analyse import Analysis, analyse
 from .compare import Comparison, compare
 from .match import match
+from .memory import MemoryComparison, compare_memory, read_memory
 from .readers import StepRanges, load_run, select_steps
 from .report import Report, build_report
 from .stats import Thresholds
+from .analyse import Finding
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,28 @@ class Result:
     comparison: Comparison
     analysis: Analysis
     report: Report
+    memory: MemoryComparison | None = None
+
+
+def _longer_label(path: Path, label: str, side: str) -> str:
+    """Tell two runs with the same directory name apart by their parent directory."""
+    parent = path.resolve().parent.name
+    return f"{parent}/{label}" if parent else f"{side}:{label}"
+
+
+def has_memory_data(memory: MemoryComparison) -> bool:
+    """True when at least one run recorded memory (profile_memory=True)."""
+    return bool(memory.peak_reserved or memory.peak_allocated or memory.operators
+                or memory.modules)
+
+
+def _with_memory_finding(analysis: Analysis, memory: MemoryComparison | None) -> Analysis:
+    if memory is None or not memory.growth:
+        return analysis
+    g = memory.growth
+    finding = Finding(g["id"], g["severity"], g["title"], g["detail"], 0.0,
+                      {"delta_mb": g.get("delta_mb")})
+    return Analysis(analysis.fusion, (*analysis.findings, finding), analysis.fusion_keys)
 
 
 def diff(base_path: str | Path, new_path: str | Path, options: Options = Options(),
@@ -54,7 +78,18 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
         runs.append(select_steps(run, options.steps))
         progress(f"  {len(run.ops):,} kernels, ranks {list(run.meta.ranks)}")
     base, new = runs
+    if base.label == new.label and not (options.base_label or options.new_label):
+        base, new = (replace(run, label=_longer_label(Path(path), run.label, side))
+                     for run, path, side in ((base, base_path, "base"), (new, new_path, "new")))
     progress("matching and comparing")
     comparison = compare(base, new, match(base.ops, new.ops), options.thresholds)
-    analysis = analyse(comparison, options.fusion_map)
-    return Result(comparison, analysis, build_report(comparison, analysis, options.top_n))
+    progress("reading memory records")
+    memory = compare_memory(read_memory(base_path), read_memory(new_path),
+                            options.thresholds.threshold_pct)
+    memory = memory if has_memory_data(memory) else None
+    analysis = _with_memory_finding(analyse(comparison, options.fusion_map), memory)
+    extra = {"memory": memory.to_dict() if memory else None}
+    report = build_report(comparison, analysis, options.top_n, extra)
+    if memory and memory.headline:
+        report = replace(report, headline=f"{report.headline} {memory.headline}")
+    return Result(comparison, analysis, report, memory)

@@ -27,6 +27,8 @@ Quirks handled here and nowhere else (REALDATA.md, FORMATS.md §10):
 * in the db, ``APP`` is not in MEMORY_RECORD: torch_npu writes the text ``APP`` rows from
   CANN's npu_mem data, whose db twin is ``NPU_MEM`` rows of type ``app``
   (``ddr + hbm`` bytes). Names are ids into ``STRING_IDS``, modules into ``ENUM_MODULE``.
+* graph-engine operators are named ``cann::<node>`` in operator_memory.csv and ``<node>``
+  in OP_MEMORY; the prefix is dropped;
 * rows of a CPU device (``Device Type`` ``CPU…``) are dropped: only NPU memory counts.
 """
 
@@ -47,6 +49,7 @@ OPERATOR_MEMORY = "operator_memory.csv"
 NPU_MODULE_MEM = "npu_module_mem.csv"
 DB_GLOB = "ascend_pytorch_profiler*.db"
 MIB = float(2**20)
+GE_PREFIX = "cann::"
 
 # canonical field -> accepted headers (first found wins); the first two are required.
 RECORD_HEADERS = {
@@ -153,7 +156,9 @@ def read_operator_memory(path: Path) -> pd.DataFrame:
     """Read operator_memory.csv: one row per allocation, ``name`` and ``size_mb``."""
     picked = _columns(path, OPERATOR_HEADERS, REQUIRED[OPERATOR_MEMORY])
     frame = _npu_rows(read_csv_columns(path, picked))
-    out = pd.DataFrame({"name": _text(frame["name"])})
+    # torch_npu prefixes graph-engine rows with "cann::" in the text export only; the db
+    # holds the bare node name. Drop it so text and db of one run name the same operators.
+    out = pd.DataFrame({"name": _text(frame["name"]).str.removeprefix(GE_PREFIX)})
     out["size_mb"] = _numbers(frame, "size_kb", path, picked["size_kb"], True) / 1024.0
     return out.reset_index(drop=True)
 

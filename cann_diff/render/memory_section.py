@@ -1,0 +1,179 @@
+"""The device-memory section of the report: Markdown (tabulate, GitHub tables) and a chart.
+
+Both take a ``MemoryComparison`` and do no arithmetic beyond formatting. Output is
+deterministic: no timestamps, no absolute paths, fixed figure size and DPI.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import StrMethodFormatter  # noqa: E402
+from tabulate import tabulate  # noqa: E402
+
+from ..memory import MemoryComparison, PeakChange  # noqa: E402
+
+FIGSIZE = (8.0, 4.0)  # inches; with DPI 100 → 800 × 400 px
+DPI = 100
+MISSING = "–"
+MARKER_MAX_POINTS = 60
+
+
+def _mb(value: float | None) -> str:
+    return MISSING if value is None else f"{value:,.1f}"
+
+
+def _delta(value: float | None) -> str:
+    return MISSING if value is None else f"{value:+,.1f}"
+
+
+def _pct(value: float | None) -> str:
+    return MISSING if value is None else f"{value:+.1f} %"
+
+
+def _count(value: float) -> str:
+    text = f"{value:,.1f}"
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _cell(text: str) -> str:
+    """Keep a name from breaking a GitHub table: escape pipes, collapse newlines."""
+    return " ".join(str(text).split()).replace("|", "\\|") or "(no name)"
+
+
+def _table(headers: list[str], rows: list[list[str]], text_columns: int = 1) -> str:
+    """GitHub table: the first ``text_columns`` and a trailing ``status`` left, figures right."""
+    align = ["left"] * text_columns + ["right"] * (len(headers) - text_columns)
+    if headers[-1] == "status":
+        align[-1] = "left"
+    return tabulate(rows, headers=headers, tablefmt="github", colalign=align,
+                    disable_numparse=True)
+
+
+def _peak_row(title: str, peak: PeakChange | None) -> list[str]:
+    if peak is None:
+        return [title, MISSING, MISSING, MISSING, MISSING]
+    return [f"{title} ({peak.component})", _mb(peak.base_mb), _mb(peak.new_mb),
+            _delta(peak.delta_mb), _pct(peak.delta_pct)]
+
+
+def _peaks(comparison: MemoryComparison) -> list[str]:
+    rows = [_peak_row("Peak reserved", comparison.peak_reserved),
+            _peak_row("Peak allocated", comparison.peak_allocated)]
+    lines = [_table(["", "base MB", "new MB", "Δ MB", "Δ %"], rows)]
+    ranks = [p for p in (comparison.peak_reserved, comparison.peak_allocated) if p]
+    if ranks and max(len(comparison.base_ranks), len(comparison.new_ranks)) > 1:
+        where = "; ".join(f"{p.measure}: base rank {p.base_rank}, new rank {p.new_rank}"
+                          for p in ranks)
+        lines.append(f"\nPeaks are the maximum over ranks ({where}).")
+    return lines
+
+
+def _components(comparison: MemoryComparison) -> list[str]:
+    if not comparison.components:
+        return []
+    rows = [[_cell(c["component"]), _mb(c["base_allocated_mb"]), _mb(c["new_allocated_mb"]),
+             _mb(c["base_reserved_mb"]), _mb(c["new_reserved_mb"])]
+            for c in comparison.components]
+    headers = ["component", "base allocated MB", "new allocated MB", "base reserved MB",
+               "new reserved MB"]
+    return ["### Peak by component", "",
+            "`APP`: all device memory of the process; `PTA`: torch_npu allocator; "
+            "`GE`: graph engine; `PTA+GE`: the two together.", "",
+            _table(headers, rows)]
+
+
+def _operators(comparison: MemoryComparison) -> list[str]:
+    title = "### Operator allocations"
+    if not comparison.operators_compared:
+        return [title, "", "No operator allocations recorded (operator_memory.csv)."]
+    if not comparison.operators:
+        return [title, "", f"No change in the allocations of the "
+                           f"{comparison.operators_compared} operators."]
+    rows = [[_cell(o.name), _count(o.base_count), _count(o.new_count), _mb(o.base_total_mb),
+             _mb(o.new_total_mb), _delta(o.delta_mb), _pct(o.delta_pct),
+             _mb(o.base_largest_mb), _mb(o.new_largest_mb), o.status]
+            for o in comparison.operators]
+    headers = ["operator", "base count", "new count", "base total MB", "new total MB", "Δ MB",
+               "Δ %", "base largest MB", "new largest MB", "status"]
+    shown = len(comparison.operators)
+    return [title, "",
+            f"Top {shown} of {comparison.operators_changed} changed operators (of "
+            f"{comparison.operators_compared}) by |Δ total|; counts and totals per rank.", "",
+            _table(headers, rows)]
+
+
+def _modules(comparison: MemoryComparison) -> list[str]:
+    if not comparison.modules:
+        return []
+    rows = [[_cell(m.module), _mb(m.base_peak_mb), _mb(m.new_peak_mb), _delta(m.delta_mb),
+             _pct(m.delta_pct)] for m in comparison.modules]
+    return ["### Memory by module (npu_module_mem, at peak)", "",
+            _table(["module", "base MB", "new MB", "Δ MB", "Δ %"], rows)]
+
+
+def render_memory_markdown(comparison: MemoryComparison, chart_name: str | None) -> str:
+    """Return the Markdown "Device memory" section; ``chart_name`` is a relative link or None.
+
+    Sizes in MB. Warnings become a bullet list at the end of the section.
+    """
+    lines = ["## Device memory", ""]
+    if comparison.headline:
+        lines += [f"**{comparison.headline}**", ""]
+    if comparison.growth:
+        growth = comparison.growth
+        lines += [f"> ⚠ `{growth['id']}` ({growth['severity']}): {growth['detail']}", ""]
+    lines += [*_peaks(comparison), ""]
+    if chart_name:
+        lines += [f"![Reserved device memory over time, base vs new]({chart_name})", ""]
+    for part in (_components(comparison), _operators(comparison), _modules(comparison)):
+        if part:
+            lines += [*part, ""]
+    if comparison.warnings:
+        lines += ["Notes:", "", *[f"- {_cell(w)}" for w in comparison.warnings], ""]
+    return "\n".join(lines)
+
+
+def draw_memory_chart(comparison: MemoryComparison, out_path: Path) -> Path:
+    """Draw reserved memory (MB) over ms since each run's first sample; return ``out_path``.
+
+    Both runs start at 0 so their shapes line up; the dashed lines mark each peak.
+    """
+    figure = Figure(figsize=FIGSIZE, dpi=DPI)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot(1, 1, 1)
+    component = comparison.timeline_component or "no data"
+    for side, series, colour in (("base", comparison.base_timeline, "tab:blue"),
+                                 ("new", comparison.new_timeline, "tab:orange")):
+        if not series.time_ms:
+            continue
+        # Markers on short series: a timeline whose samples share one timestamp (a
+        # spreadsheet-mangled file) would otherwise draw nothing.
+        marker = "o" if len(series.time_ms) <= MARKER_MAX_POINTS else None
+        axes.plot(series.time_ms, series.reserved_mb, drawstyle="steps-post", color=colour,
+                  linewidth=1.5, marker=marker, markersize=3,
+                  label=f"{side} (rank {series.rank})")
+        axes.axhline(max(series.reserved_mb), color=colour, linestyle="--", linewidth=0.8,
+                     label=f"{side} peak {max(series.reserved_mb):,.1f} MB")
+    if not (comparison.base_timeline.time_ms or comparison.new_timeline.time_ms):
+        axes.text(0.5, 0.5, "no memory samples", ha="center", va="center",
+                  transform=axes.transAxes)
+    else:
+        axes.legend(loc="best", fontsize="small")
+    axes.set_title(f"Reserved device memory ({component})")
+    axes.set_xlabel("time since first sample (ms)")
+    axes.set_ylabel("reserved (MB)")
+    axes.yaxis.set_major_formatter(StrMethodFormatter("{x:,.1f}"))
+    axes.grid(True, linewidth=0.3)
+    figure.tight_layout()
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    # No "Software" metadata: the PNG stays byte-identical across matplotlib versions.
+    figure.savefig(out_path, format="png", dpi=DPI, metadata={"Software": None})
+    return out_path
