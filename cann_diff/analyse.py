@@ -19,6 +19,7 @@ from .compare import Comparison
 from .stats import compare_steps
 
 MIN_SHARE = 0.5  # the split side must gain at least half as many ops per step as the fused lost
+EATEN_SHARE = 0.5  # share of the compute gain that communication must eat to be "hidden"
 MATERIAL_PCT = 1.0  # step-level moves below 1 % of the base step are not worth a verdict
 
 
@@ -206,6 +207,10 @@ def comm_hides_compute(cmp: Comparison, groups: list[FusionGroup],
     d_exposed = br["communication_not_overlapped"]["delta_us"]
     d_step = cmp.step.delta_us
     if not (d_comp < 0 and d_exposed > 0 and d_step > d_comp):
+        return None
+    # Compute gains that win clearly are not "hidden": the step must have got slower, or
+    # communication growth must have eaten at least half of the compute gain.
+    if d_step <= 0 and d_exposed < EATEN_SHARE * -d_comp:
         return None
     if not (_significant_drop(cmp, "computing")
             and _significant_drop(cmp, "communication_not_overlapped")):

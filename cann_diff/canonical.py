@@ -57,7 +57,8 @@ class FusedOp:
 
 def _load_json(path: Path | None, package_file: str) -> dict:
     if path is None:
-        text = resources.files("cann_diff").joinpath("data").joinpath(package_file).read_text("utf-8")
+        data_dir = resources.files("cann_diff").joinpath("data")
+        text = data_dir.joinpath(package_file).read_text("utf-8")
         return json.loads(text)
     try:
         data = json.loads(Path(path).read_text("utf-8"))

@@ -5,14 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .analyse import Analysis, analyse
+from .analyse import Analysis, Finding, analyse
 from .compare import Comparison, compare
 from .match import match
 from .memory import MemoryComparison, compare_memory, read_memory
 from .readers import StepRanges, load_run, select_steps
 from .report import Report, build_report
 from .stats import Thresholds
-from .analyse import Finding
 
 
 @dataclass(frozen=True)

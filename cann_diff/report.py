@@ -112,13 +112,18 @@ def headline(cmp: Comparison, analysis: Analysis) -> str:
         more = ", ".join(f"{v['delta_count']:g} more {k}" for k, v in grown.items()
                          if v["delta_count"] > 0)
         split = [g.fused_type for g in analysis.fusion if g.direction == "split"]
-        speed = "slower" if s.delta_us > 0 else "only slightly faster"
         why = f" because {', '.join(split)} is no longer fused" if split else ""
-        return (f"{cmp.new.label} is {abs(s.delta_pct):.1f}% {speed} than {cmp.base.label} "
-                f"({base_new}): its computation got "
-                f"{fmt.ms(-hidden.data['delta_computing_us'])} ms faster, but "
-                f"{more + ' operations per step' if more else 'communication'} add "
-                f"{fmt.ms(hidden.data['delta_exposed_us'])} ms of exposed communication{why}.")
+        exposed = fmt.ms(hidden.data["delta_exposed_us"])
+        comm = (f"{more} operations per step add {exposed} ms of exposed communication"
+                if more else f"exposed communication grew by {exposed} ms"
+                f"{' (' + ', '.join(grown) + ')' if grown else ''}")
+        gain = fmt.ms(-hidden.data["delta_computing_us"])
+        if s.delta_us > 0:
+            return (f"{cmp.new.label} is {s.delta_pct:.1f}% slower than {cmp.base.label} "
+                    f"({base_new}): its computation got {gain} ms faster, but {comm}{why}.")
+        return (f"{cmp.new.label} is only {-s.delta_pct:.1f}% faster than {cmp.base.label} "
+                f"({base_new}): its computation got {gain} ms faster, but {comm}{why}, "
+                "eating most of the gain.")
     if s.status == "unchanged":
         unsure = "" if s.significant is not None else " (one step per side: significance unknown)"
         return (f"No significant change in step time between {cmp.base.label} and "

@@ -189,6 +189,13 @@ def _operators(report: Report, charts: dict[str, str], notes: Footnotes) -> list
         lines += [_table(_operator_rows(rows, notes), OP_HEADERS), ""] if rows else \
             [f"No operator {status} significantly by ≥ "
              f"{report.thresholds['threshold_pct']:g}%.", ""]
+    quiet = [op for op in plain if op["status"] == "unchanged"][: report.top_n]
+    if quiet:
+        lines += ["## Largest changes that are not significant", "",
+                  "`~`: not significant at "
+                  f"α = {report.thresholds['alpha']:g}, or smaller than "
+                  f"{report.thresholds['threshold_pct']:g}%.", "",
+                  _table(_operator_rows(quiet, notes), OP_HEADERS), ""]
     if "top_movers" in charts:
         lines += [f"![Top movers]({charts['top_movers']})", ""]
     for status, title in (("added", "Only in new (added)"), ("removed", "Only in base (removed)")):
@@ -196,9 +203,7 @@ def _operators(report: Report, charts: dict[str, str], notes: Footnotes) -> list
         if rows:
             lines += [f"## {title}", "", _table(_operator_rows(rows, notes), OP_HEADERS), ""]
     unchanged = sum(op["status"] == "unchanged" for op in report.operators)
-    lines += [f"{unchanged} operator key(s) unchanged (`~`: not significant at "
-              f"α = {report.thresholds['alpha']:g}, or smaller than "
-              f"{report.thresholds['threshold_pct']:g}%). All keys are in report.json.", ""]
+    lines += [f"{unchanged} operator key(s) unchanged in all; every key is in report.json.", ""]
     return lines
 
 
@@ -213,11 +218,13 @@ def _ranks_section(report: Report) -> list[str]:
              fmt.ms(r.get("base_communication_not_overlapped")),
              fmt.ms(r.get("new_communication_not_overlapped")),
              fmt.ms(r.get("base_wait_us")), fmt.ms(r.get("new_wait_us"))] for r in shown]
-    deltas = sorted(r["delta_stage_us"] for r in ranks if not fmt.is_missing(r.get("delta_stage_us")))
+    deltas = sorted(r["delta_stage_us"] for r in ranks
+                    if not fmt.is_missing(r.get("delta_stage_us")))
     summary = ""
     if deltas:
-        summary = (f"Across {len(ranks)} ranks: median Δ step {fmt.ms(deltas[len(deltas) // 2], True)}"
-                   f" ms, worst {fmt.ms(max(deltas, key=abs), True)} ms.")
+        summary = (f"Across {len(ranks)} ranks: median Δ step "
+                   f"{fmt.ms(deltas[len(deltas) // 2], True)} ms, worst "
+                   f"{fmt.ms(max(deltas, key=abs), True)} ms.")
     more = f" Showing the {len(shown)} ranks that moved most; all are in report.json." \
         if len(shown) < len(ranks) else ""
     return ["## Per rank", "", summary + more, "",
