@@ -14,8 +14,14 @@ import pandas as pd
 
 from .match import Matched
 from .schema import Run
-from .stats import DEFAULT_THRESHOLDS, Thresholds, adjust_bh, compare_samples, compare_steps, \
-    status_of
+from .stats import (
+    DEFAULT_THRESHOLDS,
+    Thresholds,
+    adjust_bh,
+    compare_samples,
+    compare_steps,
+    status_of,
+)
 from .timeline import exposed_communication_us
 
 BREAKDOWN_FIELDS = ("computing", "communication_not_overlapped", "overlapped", "communication",
