@@ -100,16 +100,20 @@ def alias_table(extra: Path | None = None) -> dict[str, str]:
 def _comm_type(base_lower: pd.Series) -> pd.Series:
     """Communication type from a lower-cased name without ``@group`` (empty if none)."""
     stripped = base_lower.str.replace("_aicpukernel", "", regex=False)
-    token = stripped.str.extract(r"^(?:hcom_|hccl)([a-z]+)_", expand=False)
+    token = stripped.str.extract(r"^(?:hcom_|hccl)([a-z]+)(?:_|$)", expand=False)
     return token.map(COMM_TYPES).fillna("")
 
 
 def _type_from_name(base: pd.Series) -> pd.Series:
     """Kernel type derived from its name when ``Type`` is missing (Level0 exports)."""
     aclnn = base.str.startswith("aclnn")
-    # Graph names carry an instance number ("ReduceSum7", "trans_TransData_17").
-    graph = base.str.replace(r"_?\d+$", "", regex=True)
-    derived = graph.where(~aclnn, base).str.split("_").str[-1]
+    # Graph names carry instance numbers ("ReduceSum7", "trans_TransData_17",
+    # "atomic_memset-1_18_186609_1"); a versioned type keeps its first version digit
+    # ("MatMulV21" is MatMulV2 #1).
+    graph = base.str.replace(r"(?:[_-]?\d+)+$", "", regex=True)
+    versioned = graph.str.endswith("V") & base.str.match(r".*V\d\d+$")
+    graph = graph.where(~versioned, base.str.replace(r"(V\d)\d+$", r"\1", regex=True))
+    derived = graph.where(~aclnn, base).str.split(r"[_-]", regex=True).str[-1]
     return derived.where(derived.str.len() > 0, base)
 
 
@@ -140,8 +144,9 @@ def canonical_names(
     fused_by_lower = {k.lower(): k for k in table}
     fused_by_lower.update({f"{k.lower()}aicpu": k for k in table})
     fused = op_type_raw.str.lower().map(fused_by_lower)
+    # Only the kernel's own type or name: an MC2 API also launches helper kernels
+    # (aclnnMatmulAllReduce_TransposeAiCore_Transpose) that are not the fused op.
     fused = fused.fillna(base.str.lower().map(fused_by_lower))
-    fused = fused.fillna(lower.str.split("_").str[0].str.replace("aclnn", "").map(fused_by_lower))
     is_mc2 = fused.notna()
     # The comm-stream companion (<Fused>Aicpu) keeps its own type but the fused family.
     companion = is_mc2 & (op_type_raw.str.lower().str.endswith("aicpu")

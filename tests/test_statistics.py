@@ -303,7 +303,7 @@ def test_one_step_per_side_threshold_decides_with_footnote(one_step, tmp_path):
     assert any("one step per side" in w for w in report["warnings"])
     assert "significance: unknown" in md
     notes = md[md.index("## Notes"):]
-    assert "One step per side: no significance test is possible" in notes
+    assert "significance of the step change is unknown" in notes
 
 
 def test_one_step_per_side_small_change_is_unchanged(one_step, tmp_path):

@@ -83,13 +83,37 @@ def read_csv_columns(path: Path, columns: dict[str, str],
     convert = pacsv.ConvertOptions(include_columns=list(columns.values()), column_types=types,
                                    null_values=NULLS, strings_can_be_null=True)
     read = pacsv.ReadOptions(block_size=1 << 24)
+    bad_rows: list[str] = []
+
+    def skip(row) -> str:
+        bad_rows.append(row.text or "")
+        return "skip"
+
+    parse = pacsv.ParseOptions(invalid_row_handler=skip)
     try:
-        table = pacsv.read_csv(path, read_options=read, convert_options=convert)
+        table = pacsv.read_csv(path, read_options=read, parse_options=parse,
+                               convert_options=convert)
     except (pa.ArrowInvalid, OSError) as exc:
         message = str(exc).splitlines()[0]
         raise InputError(path, f"truncated or malformed CSV: {message}") from None
+    if bad_rows and _is_truncated(path, bad_rows[-1]):
+        raise InputError(path, "truncated CSV: the last row is cut short")
     frame = table.to_pandas()
+    frame.attrs["skipped_rows"] = len(bad_rows)
     return frame.rename(columns={header: field for field, header in columns.items()})
+
+
+def _is_truncated(path: Path, last_bad_row: str) -> bool:
+    """A malformed row that is the file's unterminated last line means a cut-off file."""
+    with open(path, "rb") as handle:
+        handle.seek(0, 2)
+        size = handle.tell()
+        handle.seek(max(0, size - 65536))
+        tail = handle.read()
+    if tail.endswith(b"\n"):
+        return False
+    return tail.decode("utf-8", "replace").rsplit("\n", 1)[-1].rstrip("\r") == \
+        last_bad_row.rstrip("\r")
 
 
 def parse_us_to_ns(values: pd.Series, path: Path, column: str) -> np.ndarray:
@@ -132,6 +156,9 @@ def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
     if frame.empty:
         raise InputError(path, "no kernel rows (header only)")
     warnings = []
+    if frame.attrs.get("skipped_rows"):
+        warnings.append(f"{path.name}: {frame.attrs['skipped_rows']} malformed row(s) "
+                        "(wrong number of fields) skipped")
     frame["start_ns"] = parse_us_to_ns(frame.pop("start"), path, picked["start"])
     frame["dur_us"] = pd.to_numeric(frame["dur_us"], errors="coerce")
     if frame["dur_us"].isna().any():
@@ -148,8 +175,10 @@ def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
     return frame, warnings
 
 
-def read_step_trace(path: Path) -> pd.DataFrame:
+def read_step_trace(path: Path) -> pd.DataFrame | None:
     """Read step_trace_time.csv (9, 10 or 11 columns) into µs figures per step.
+
+    Returns None for a file with a header but no step rows.
 
     Returns columns ``step``, ``device_id`` (when present) and ``STAGE_FIELDS``;
     figures the file lacks (``preparing`` in old files) are NaN.
@@ -161,9 +190,11 @@ def read_step_trace(path: Path) -> pd.DataFrame:
     if missing:
         raise SchemaError(path, f"missing column(s) {', '.join(missing)}")
     frame = read_csv_columns(path, picked)
+    if frame.empty:
+        return None
     for field in STAGE_FIELDS:
-        frame[field] = pd.to_numeric(frame[field], errors="coerce") if field in frame \
-            else np.nan
+        frame[field] = pd.to_numeric(frame[field], errors="coerce").astype("float64") \
+            if field in frame else np.nan
     frame["step"] = pd.to_numeric(frame.get("step"), errors="coerce").astype("Int64") \
         if "step" in frame else pd.array([pd.NA] * len(frame), dtype="Int64")
     if frame[list(needed)].isna().any().any():

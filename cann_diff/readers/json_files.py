@@ -39,17 +39,29 @@ def _step_number(key: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _op_record(rank: int, step: int | None, key: str, info: dict) -> dict:
+def _number(path: Path, key: str, field: str, value) -> float:
+    try:
+        return float(value or 0.0)
+    except (TypeError, ValueError):
+        raise SchemaError(path, f"{key}: {field} is not a number ({value!r})") from None
+
+
+def _op_record(path: Path, rank: int, step: int | None, key: str, info: dict) -> dict:
     times = info.get("Communication Time Info", {})
     links = info.get("Communication Bandwidth Info", {})
+    if not isinstance(times, dict) or not isinstance(links, dict):
+        raise SchemaError(path, f"{key}: time and bandwidth info must be objects")
     name, _, group = key.partition("@")
     record = {"rank": rank, "step": step, "op_name": name, "group": group}
     for source, target in TIME_FIELDS.items():
-        record[target] = float(times.get(source, 0.0) or 0.0) * 1000.0
+        record[target] = _number(path, key, source, times.get(source)) * 1000.0
     for link in LINK_TYPES:
-        values = links.get(link, {})
-        record[f"{link.lower()}_mb"] = float(values.get("Transit Size(MB)", 0.0) or 0.0)
-        record[f"{link.lower()}_us"] = float(values.get("Transit Time(ms)", 0.0) or 0.0) * 1000
+        values = links.get(link) or {}
+        if not isinstance(values, dict):
+            raise SchemaError(path, f"{key}: {link} bandwidth info must be an object")
+        record[f"{link.lower()}_mb"] = _number(path, key, link, values.get("Transit Size(MB)"))
+        record[f"{link.lower()}_us"] = _number(path, key, link,
+                                               values.get("Transit Time(ms)")) * 1000
     # SDMA aggregates the on-node links (HCCS, PCIE, SIO); RDMA is the inter-node one.
     record["transit_mb"] = record["sdma_mb"] + record["rdma_mb"]
     return record
@@ -68,7 +80,7 @@ def read_communication(path: Path, rank: int) -> pd.DataFrame:
         for ops in kinds.values():
             if not isinstance(ops, dict):
                 continue
-            records += [_op_record(rank, step, key, info) for key, info in ops.items()
+            records += [_op_record(path, rank, step, key, info) for key, info in ops.items()
                         if isinstance(info, dict) and not key.startswith("Total Op Info")]
     frame = pd.DataFrame.from_records(records, columns=[*COMM_COLUMNS, *LINK_COLUMNS])
     names = frame["op_name"].astype(str)
@@ -87,7 +99,11 @@ def read_profiler_info(path: Path) -> dict:
     rank = int(match.group(1)) if match else None
     if rank is None and str(data.get("rank_id", "")).strip().lstrip("-").isdigit():
         rank = int(data["rank_id"])
-    experimental = data.get("config", {}).get("experimental_config", {}) or {}
+    config = data.get("config", {})
+    if not isinstance(config, dict):
+        raise SchemaError(path, "'config' must be an object")
+    experimental = config.get("experimental_config")
+    experimental = experimental if isinstance(experimental, dict) else {}
     return {
         "rank": rank,
         "cann_version": data.get("cann_version"),

@@ -48,6 +48,8 @@ def read_rank(path: Path) -> RankData:
     rank = info.get("rank")
     steps_file = out / "step_trace_time.csv"
     steps = read_step_trace(steps_file) if steps_file.is_file() else None
+    if steps_file.is_file() and steps is None:
+        warnings.append(f"{steps_file.name}: header only, no steps")
     comm_file = out / "communication.json"
     comm = read_communication(comm_file, rank if rank is not None else 0) \
         if comm_file.is_file() else None

@@ -82,8 +82,10 @@ def _findings(report: Report) -> list[str]:
 def _step(report: Report, charts: dict[str, str], notes: Footnotes) -> list[str]:
     s = report.step
     if s["significant"] is None:
-        sig = "unknown" + notes.mark("One step per side: no significance test is possible; "
-                                     "the status follows the threshold alone.")
+        caveat = next((w for w in report.warnings if w.startswith("one step per side")),
+                      "one step per side: no significance test is possible; the status "
+                      "follows the threshold alone")
+        sig = "unknown" + notes.mark(caveat)
     else:
         sig = f"p = {fmt.p_value(s['p_value'])} (Welch's t-test on per-step times)"
     ci = fmt.interval(s["ci_low"], s["ci_high"])
