@@ -65,6 +65,7 @@ class Comparison:
     new_steps: tuple[int, ...]
     warnings: tuple[str, ...] = field(default_factory=tuple)
     ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
+    groups: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def units_of(ops: pd.DataFrame) -> pd.Series:
@@ -222,6 +223,40 @@ def compare_ranks(base: Run, new: Run) -> pd.DataFrame:
     return table.reset_index()
 
 
+LINKS = ("hccs", "rdma", "pcie", "sio", "sdma")
+
+
+def _group_side(run: Run, prefix: str) -> pd.DataFrame:
+    comm = run.comm
+    if comm.empty:
+        return pd.DataFrame()
+    by_group = comm.groupby("group")
+    units = by_group[["rank", "step"]].apply(lambda g: len(g.drop_duplicates())).clip(lower=1)
+    sums = by_group[["elapse_us", "transit_us", "wait_us", "synchronization_us"]].sum()
+    side = sums.div(units, axis=0)
+    side["ops"] = by_group.size() / units
+    side["ranks"] = by_group["rank"].nunique()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        side["wait_ratio"] = sums["wait_us"] / (sums["wait_us"] + sums["transit_us"])
+        for link in LINKS:
+            if f"{link}_mb" in comm:
+                link_sums = by_group[[f"{link}_mb", f"{link}_us"]].sum()
+                # MB per µs → GB/s: × 1e6 / 1024
+                side[f"{link}_gbps"] = (link_sums[f"{link}_mb"] / link_sums[f"{link}_us"]
+                                        * 1e6 / 1024).where(link_sums[f"{link}_us"] > 0)
+    return side.add_prefix(prefix)
+
+
+def compare_groups(base: Run, new: Run) -> pd.DataFrame:
+    """Per communication group: ops, transit, wait (µs per step and rank), wait ratio and
+    bandwidth per link type (GB/s), both sides."""
+    table = _group_side(base, "base_").join(_group_side(new, "new_"), how="outer")
+    if table.empty:
+        return table
+    table.index.name = "group"
+    return table.reset_index()
+
+
 def _step_set(run: Run) -> tuple[int, ...]:
     return tuple(sorted(int(s) for s in run.ops["step"].dropna().unique()))
 
@@ -255,7 +290,7 @@ def compare(base: Run, new: Run, matched: Matched,
     return Comparison(base, new, matched, operators, compare_categories(operators),
                       compare_communication(base, new), step, thresholds, base_units,
                       new_units, base_steps, new_steps, tuple(warnings),
-                      compare_ranks(base, new))
+                      compare_ranks(base, new), compare_groups(base, new))
 
 
 def _fmt_steps(steps: tuple[int, ...]) -> str:

@@ -158,4 +158,5 @@ def build_report(cmp: Comparison, analysis: Analysis, top_n: int = 15,
         warnings=list(cmp.warnings),
         thresholds={"alpha": t.alpha, "threshold_pct": t.threshold_pct,
                     "confidence": t.confidence},
-        top_n=top_n, extra={"ranks": cmp.ranks.to_dict("records"), **(extra or {})})
+        top_n=top_n, extra={"ranks": cmp.ranks.to_dict("records"),
+                            "comm_groups": cmp.groups.to_dict("records"), **(extra or {})})

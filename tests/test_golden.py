@@ -28,7 +28,8 @@ from cann_diff.render.markdown import render_markdown
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 CHARTS = {"step_breakdown": "step_breakdown.png", "step_waterfall": "step_waterfall.png",
-          "top_movers": "top_movers.png"}
+          "top_movers": "top_movers.png", "rank_heatmap": "rank_heatmap.png",
+          "rank_steps": "rank_steps.png"}
 MI_TEXT = DATA / "realdata" / "Ascend__msinsight/test/data/pytorch/text"
 
 

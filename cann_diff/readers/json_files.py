@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..canonical import canonical_names
@@ -83,11 +84,16 @@ def read_communication(path: Path, rank: int) -> pd.DataFrame:
             records += [_op_record(path, rank, step, key, info) for key, info in ops.items()
                         if isinstance(info, dict) and not key.startswith("Total Op Info")]
     frame = pd.DataFrame.from_records(records, columns=[*COMM_COLUMNS, *LINK_COLUMNS])
-    names = frame["op_name"].astype(str)
-    frame["comm_type"] = canonical_names(names, names, pd.Series("COMM", index=frame.index)
-                                         )["op_type"].to_numpy()
+    frame["comm_type"] = comm_types_of(frame["op_name"])
     frame["step"] = frame["step"].astype("Int64")
     return frame
+
+
+def comm_types_of(op_names: pd.Series) -> np.ndarray:
+    """Canonical communication type (``AllReduce`` …) of each communication op name."""
+    names = op_names.astype(str)
+    return canonical_names(names, names, pd.Series("COMM", index=names.index)
+                           )["op_type"].to_numpy()
 
 
 def read_profiler_info(path: Path) -> dict:

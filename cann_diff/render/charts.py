@@ -104,6 +104,62 @@ def _label(op: dict) -> str:
     return f"{op['op_type']} {shapes}{tag}"
 
 
+HEATMAP_FIELDS = (("stage", "step"), ("computing", "computing"),
+                  ("communication_not_overlapped", "exposed comm"), ("free", "free"),
+                  ("wait_us", "comm wait"))
+MAX_RANKS_DRAWN = 64
+
+
+def _ranks_to_draw(report: Report) -> list[dict]:
+    ranks = report.extra.get("ranks") or []
+    moved = sorted(ranks, key=lambda r: -abs(r.get("delta_stage_us") or 0))
+    return sorted(moved[:MAX_RANKS_DRAWN], key=lambda r: r["rank"])
+
+
+def draw_rank_heatmap(report: Report, path: Path) -> Path:
+    """Ranks × metrics, colour = Δ% new vs base (the 64 ranks that moved most)."""
+    import numpy as np
+
+    ranks = _ranks_to_draw(report)
+    fields = [(key, name) for key, name in HEATMAP_FIELDS
+              if any(r.get(f"base_{key}") is not None for r in ranks)]
+    grid = np.full((len(fields), len(ranks)), np.nan)
+    for j, r in enumerate(ranks):
+        for i, (key, _) in enumerate(fields):
+            base, new = r.get(f"base_{key}"), r.get(f"new_{key}")
+            if base and new is not None and base == base and new == new:
+                grid[i, j] = (new - base) / base * 100
+    fig, ax = plt.subplots(figsize=(SIZE[0], 1.2 + 0.45 * len(fields)))
+    limit = max(float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 1.0, 1.0)
+    image = ax.imshow(grid, cmap="RdYlGn_r", vmin=-limit, vmax=limit, aspect="auto")
+    ax.set_yticks(range(len(fields)), [name for _, name in fields])
+    step = max(1, len(ranks) // 32)
+    ax.set_xticks(range(0, len(ranks), step), [str(r["rank"]) for r in ranks][::step])
+    ax.set_xlabel("rank")
+    fig.colorbar(image, ax=ax, label="Δ% new vs base")
+    ax.set_title("Per-rank change")
+    return _save(fig, path)
+
+
+def draw_rank_steps(report: Report, path: Path) -> Path:
+    """Step time per rank, base vs new (the 64 ranks that moved most)."""
+    import numpy as np
+
+    ranks = _ranks_to_draw(report)
+    x = np.arange(len(ranks))
+    fig, ax = plt.subplots(figsize=SIZE)
+    for offset, side, colour in ((-0.2, "base", "#4C72B0"), (0.2, "new", "#DD8452")):
+        values = [(r.get(f"{side}_stage") or 0) / 1000 for r in ranks]
+        ax.bar(x + offset, values, width=0.4, color=colour, label=report.__dict__[side]["label"])
+    step = max(1, len(ranks) // 32)
+    ax.set_xticks(x[::step], [str(r["rank"]) for r in ranks][::step])
+    ax.set_xlabel("rank")
+    ax.set_ylabel("ms per step")
+    ax.set_title("Step time per rank")
+    ax.legend(frameon=False)
+    return _save(fig, path)
+
+
 def draw_charts(report: Report, out_dir: Path) -> dict[str, Path]:
     """Draw every chart into ``out_dir``; returns {chart name: path}."""
     out_dir = Path(out_dir)
@@ -113,4 +169,7 @@ def draw_charts(report: Report, out_dir: Path) -> dict[str, Path]:
     }
     if report.operators:
         charts["top_movers"] = draw_top_movers(report, out_dir / "top_movers.png")
+    if len(report.extra.get("ranks") or []) >= 2:
+        charts["rank_heatmap"] = draw_rank_heatmap(report, out_dir / "rank_heatmap.png")
+        charts["rank_steps"] = draw_rank_steps(report, out_dir / "rank_steps.png")
     return charts

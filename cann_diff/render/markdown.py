@@ -209,7 +209,7 @@ def _operators(report: Report, charts: dict[str, str], notes: Footnotes) -> list
     return lines
 
 
-def _ranks_section(report: Report) -> list[str]:
+def _ranks_section(report: Report, charts: dict[str, str]) -> list[str]:
     ranks = report.extra.get("ranks") or []
     if len(ranks) < 2:
         return []
@@ -229,9 +229,50 @@ def _ranks_section(report: Report) -> list[str]:
                    f"{fmt.ms(max(deltas, key=abs), True)} ms.")
     more = f" Showing the {len(shown)} ranks that moved most; all are in report.json." \
         if len(shown) < len(ranks) else ""
-    return ["## Per rank", "", summary + more, "",
-            _table(rows, ["rank", "base step ms", "new step ms", "Δ ms", "base exposed",
-                          "new exposed", "base wait", "new wait"]), ""]
+    lines = ["## Per rank", "", summary + more, "",
+             _table(rows, ["rank", "base step ms", "new step ms", "Δ ms", "base exposed",
+                           "new exposed", "base wait", "new wait"]), ""]
+    for name, title in (("rank_heatmap", "Per-rank change"), ("rank_steps", "Step per rank")):
+        if name in charts:
+            lines += [f"![{title}]({charts[name]})", ""]
+    return lines
+
+
+def _groups_section(report: Report) -> list[str]:
+    groups = report.extra.get("comm_groups") or []
+    if not groups:
+        return []
+
+    def moved(g):
+        return abs((g.get("new_elapse_us") or 0) - (g.get("base_elapse_us") or 0))
+
+    rows = []
+    for g in sorted(groups, key=moved, reverse=True)[: report.top_n]:
+        links = ", ".join(f"{link.upper()} {_gbps(g, link)}" for link in ("hccs", "rdma", "sio")
+                          if not (fmt.is_missing(g.get(f"base_{link}_gbps"))
+                                  and fmt.is_missing(g.get(f"new_{link}_gbps"))))
+        rows.append([f"`{fmt.shapes(str(g['group']), 24)}`",
+                     f"{fmt.count(g.get('base_ops'))} → {fmt.count(g.get('new_ops'))}",
+                     fmt.ms(g.get("base_elapse_us")), fmt.ms(g.get("new_elapse_us")),
+                     fmt.ms(g.get("base_transit_us")), fmt.ms(g.get("new_transit_us")),
+                     f"{_ratio(g.get('base_wait_ratio'))} → {_ratio(g.get('new_wait_ratio'))}",
+                     links or "–"])
+    return ["## Communication groups", "",
+            "Per group, per step and rank (communication.json): a wait ratio that grows with "
+            "flat transit means ranks wait for a straggler; growing transit means more or "
+            "slower transfer.", "",
+            _table(rows, ["group", "ops /step", "base ms", "new ms", "base transit",
+                          "new transit", "wait ratio", "bandwidth GB/s base → new"]), ""]
+
+
+def _ratio(value) -> str:
+    return "–" if fmt.is_missing(value) else f"{value:.2f}"
+
+
+def _gbps(group: dict, link: str) -> str:
+    b, n = group.get(f"base_{link}_gbps"), group.get(f"new_{link}_gbps")
+    show = (lambda v: "–" if fmt.is_missing(v) else f"{v:,.1f}")
+    return f"{show(b)} → {show(n)}"
 
 
 def _categories(report: Report) -> list[str]:
@@ -260,7 +301,7 @@ def render_markdown(report: Report, charts: dict[str, str] | None = None,
                   for w in ws] + [""]
     lines += _runs(report) + _findings(report) + _step(report, charts, notes)
     lines += _fusion(report) + _communication(report) + _operators(report, charts, notes)
-    lines += _ranks_section(report) + _categories(report)
+    lines += _groups_section(report) + _ranks_section(report, charts) + _categories(report)
     for section in extra_sections or []:
         lines += [section, ""]
     lines += notes.render()

@@ -1,0 +1,95 @@
+"""msprof-analyze cluster output: a ``cluster_analysis_output`` directory.
+
+It holds no kernels, only the per-rank step breakdown (``cluster_step_trace_time.csv``,
+rows of ``Type`` ``rank``) and the per-rank communication detail
+(``cluster_communication.json``: group → step → op → rank → time and bandwidth info).
+Comparing two of them gives the per-rank and communication parts of the report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import SchemaError
+from ..schema import COMM_COLUMNS, STAGE_FIELDS
+from .base import RankData
+from .csv_files import STEP_HEADERS, read_csv_columns, read_header
+from .json_files import LINK_COLUMNS, _op_record, _step_number, comm_types_of, load_json
+
+FORMAT = "cluster_analysis_output"
+STEPS = "cluster_step_trace_time.csv"
+COMM = "cluster_communication.json"
+RAW_OP_COLUMNS = ("op_name", "op_type_raw", "core", "start_ns", "dur_us", "step",
+                  "input_shapes", "input_dtypes")
+
+
+def is_rank_dir(path: Path) -> bool:
+    """True for a directory holding cluster_step_trace_time.csv."""
+    return path.is_dir() and (path / STEPS).is_file()
+
+
+def _no_kernels() -> pd.DataFrame:
+    frame = pd.DataFrame({c: pd.Series(dtype="object") for c in RAW_OP_COLUMNS})
+    return frame.astype({"start_ns": "int64", "dur_us": "float64", "step": "Int64"})
+
+
+def _read_steps(path: Path) -> pd.DataFrame:
+    header = read_header(path)
+    for needed in ("Type", "Index", "Stage"):
+        if needed not in header:
+            raise SchemaError(path, f"missing column {needed}")
+    columns = {f: h for h, f in STEP_HEADERS.items() if h in header}
+    columns.update({"type": "Type", "index": "Index"})
+    frame = read_csv_columns(path, columns)
+    frame = frame[frame["type"].astype(str).str.lower() == "rank"].copy()
+    frame["rank"] = pd.to_numeric(frame["index"], errors="coerce")
+    if frame["rank"].isna().any():
+        raise SchemaError(path, "non-numeric rank in the Index column")
+    frame["step"] = pd.to_numeric(frame.get("step"), errors="coerce").astype("Int64")
+    for field in STAGE_FIELDS:
+        frame[field] = pd.to_numeric(frame[field], errors="coerce").astype("float64") \
+            if field in frame else float("nan")
+    return frame.astype({"rank": "int64"})
+
+
+def _read_comm(path: Path) -> pd.DataFrame:
+    data = load_json(path)
+    if not isinstance(data, dict):
+        raise SchemaError(path, "expected an object keyed by communication group")
+    records = []
+    for steps in data.values():
+        if not isinstance(steps, dict):
+            raise SchemaError(path, "expected step objects inside each group")
+        for step_key, ops in steps.items():
+            step = _step_number(step_key)
+            for op_key, by_rank in (ops or {}).items():
+                if op_key.startswith("Total Op Info") or not isinstance(by_rank, dict):
+                    continue
+                records += [_op_record(path, int(rank), step, op_key, info)
+                            for rank, info in by_rank.items()
+                            if str(rank).isdigit() and isinstance(info, dict)]
+    frame = pd.DataFrame.from_records(records, columns=[*COMM_COLUMNS, *LINK_COLUMNS])
+    frame["step"] = frame["step"].astype("Int64")
+    return frame
+
+
+def read_rank(path: Path) -> list[RankData]:
+    """One RankData per rank of the cluster (no kernels, steps and communication only)."""
+    steps = _read_steps(path / STEPS)
+    comm_file = path / COMM
+    comm = _read_comm(comm_file) if comm_file.is_file() else None
+    warnings = [] if comm is not None else [f"{path.name}: no {COMM}"]
+    if comm is not None and len(comm):
+        comm["comm_type"] = comm_types_of(comm["op_name"])
+    ranks = []
+    for rank, rank_steps in steps.groupby("rank", sort=True):
+        rank_comm = comm[comm["rank"] == rank].reset_index(drop=True) \
+            if comm is not None else None
+        ranks.append(RankData(source=path, format=FORMAT, rank=int(rank), ops=_no_kernels(),
+                              steps=rank_steps.reset_index(drop=True), comm=rank_comm,
+                              info={}, warnings=warnings if rank == steps["rank"].min() else []))
+    if not ranks:
+        raise SchemaError(path / STEPS, "no rows of Type 'rank'")
+    return ranks
