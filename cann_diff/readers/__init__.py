@@ -21,7 +21,7 @@ from ..canonical import canonicalize, normalize_distinct, normalize_dtypes, norm
 from ..errors import InputError
 from ..schema import OP_COLUMNS, STEP_COLUMNS, Run, RunMeta, conform_ops, empty_comm
 from ..timeline import step_breakdown_from_kernels
-from . import torch_text
+from . import msprof_dirs, sqlite_db, torch_text, trace_json
 from .base import RankData
 
 
@@ -36,8 +36,14 @@ class Format:
 
 
 FORMATS: list[Format] = [
+    Format(sqlite_db.FORMAT, "ASCEND_PROFILER_OUTPUT/ascend_{pytorch,mindspore}_profiler_*.db",
+           sqlite_db.is_rank_dir, sqlite_db.read_rank),
     Format(torch_text.FORMAT, "ASCEND_PROFILER_OUTPUT/kernel_details.csv",
            torch_text.is_rank_dir, torch_text.read_rank),
+    Format(msprof_dirs.FORMAT, "PROF_*/mindstudio_profiler_output/op_summary_*.csv",
+           msprof_dirs.is_rank_dir, msprof_dirs.read_rank),
+    Format(trace_json.FORMAT, "ASCEND_PROFILER_OUTPUT/trace_view.json or a *.json[.gz] trace",
+           trace_json.is_rank_dir, trace_json.read_rank),
 ]
 
 
@@ -183,7 +189,8 @@ def load_run(path: str | Path, label: str | None = None, *, fusion_map: Path | N
              progress=lambda done, total: None) -> Run:
     """Read a profile (any supported layout) into a canonical Run.
 
-    ``label`` defaults to the directory name. Raises InputError/SchemaError on
+    ``label`` defaults to the directory name; ranks are read by ``jobs`` threads and
+    ``progress(done, total)`` is called after each. Raises InputError/SchemaError on
     unusable input; partial input (no communication.json, no step_trace_time.csv)
     yields warnings instead.
     """

@@ -1,0 +1,382 @@
+"""torch_npu / MindSpore db export: ``ascend_{pytorch,mindspore}_profiler_<rank>.db``.
+
+Layout (FORMATS.md §7, §8)::
+
+    <worker>_<timestamp>_ascend_pt|_ascend_ms/
+        profiler_info_<rank>.json
+        ASCEND_PROFILER_OUTPUT/ascend_pytorch_profiler_<rank>.db   (msprof tables + framework)
+                               analysis.db | communication_analyzer.db
+
+Kernels are TASK ⨝ COMPUTE_TASK_INFO with names resolved through STRING_IDS,
+large communication ops come from COMMUNICATION_OP, steps from STEP_TIME windows.
+Every file is opened through an ``immutable`` read-only URI: SQLite then takes no
+locks and writes no ``-wal``/``-shm`` files beside the input (the input may sit on
+a read-only share, and a diff tool must never touch what it compares).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from urllib.parse import quote
+
+import numpy as np
+import pandas as pd
+
+from ..canonical import canonical_names
+from ..errors import InputError, SchemaError
+from ..schema import COMM_COLUMNS, STAGE_FIELDS
+from .base import RankData
+from .derive import as_category, assign_steps, concat_categorical
+from .json_files import LINK_COLUMNS, LINK_TYPES, read_profiler_info
+
+FORMAT = "ascend_db"
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+DB_NAME = re.compile(r"^ascend_(pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
+MSPROF_DB = re.compile(r"^msprof_\d+.*\.db$")
+ANALYSIS_DBS = ("analysis.db", "communication_analyzer.db")
+TEXT_FIELDS = ("op_name", "op_type_raw", "core", "input_shapes", "input_dtypes")
+# COMPUTE_TASK_INFO column -> raw field; blockDim/blockNum are not needed, so their
+# renames (and the old ``block_dim``) never matter here.
+KERNEL_STRINGS = {"name": "op_name", "opType": "op_type_raw", "taskType": "core",
+                  "inputShapes": "input_shapes", "inputDataTypes": "input_dtypes"}
+COMM_TIMES = {"elapse_time": "elapse_us", "transit_time": "transit_us",
+              "wait_time": "wait_us", "synchronization_time": "synchronization_us",
+              "idle_time": "idle_us"}
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open a SQLite file read-only and immutable; InputError if it is not a database."""
+    uri = f"file:{quote(str(path.resolve()), safe='/')}?mode=ro&immutable=1"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.Error as exc:
+        raise InputError(path, f"not a readable SQLite database: {exc}") from None
+    return conn
+
+
+def tables_of(conn: sqlite3.Connection) -> dict[str, set[str]]:
+    """Table name -> column names."""
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    return {n: {r[1] for r in conn.execute(f'PRAGMA table_info("{n}")')} for n in names}
+
+
+def find_db(path: Path) -> Path | None:
+    """The profiler db of a rank directory (or the db file itself), else None."""
+    if path.is_file():
+        return path if DB_NAME.match(path.name) or MSPROF_DB.match(path.name) else None
+    if not path.is_dir():
+        return None
+    for folder in (path, path / OUTPUT_DIR):
+        found = sorted(p for p in folder.glob("*.db") if DB_NAME.match(p.name)) \
+            if folder.is_dir() else []
+        if found:
+            return found[0]
+    return None
+
+
+def has_kernels(db: Path) -> bool:
+    """True when the db holds COMPUTE_TASK_INFO (an unreadable db counts as True)."""
+    try:
+        with closing(connect(db)) as conn:
+            return "COMPUTE_TASK_INFO" in tables_of(conn)
+    except InputError:
+        return True  # let read_rank report the broken file instead of skipping it
+
+
+def is_rank_dir(path: Path) -> bool:
+    """True for a rank result holding a profiler db (or a db file).
+
+    A db without COMPUTE_TASK_INFO gives way to a kernel_details.csv beside it
+    (FORMATS.md §12 priority 1 applies only when the db has kernels).
+    """
+    db = find_db(path)
+    if db is None:
+        return False
+    return has_kernels(db) or not (db.parent / "kernel_details.csv").is_file()
+
+
+def _query(conn: sqlite3.Connection, sql: str, path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_sql_query(sql, conn)
+    except (sqlite3.Error, pd.errors.DatabaseError) as exc:
+        raise SchemaError(path, f"query failed: {exc}") from None
+
+
+def _column(column: str, present: set[str], table: str, alias: str) -> str:
+    return f"{table}.{column} AS {alias}" if column in present else f"NULL AS {alias}"
+
+
+def string_table(conn: sqlite3.Connection, path: Path) -> tuple[np.ndarray, np.ndarray, pd.Index]:
+    """STRING_IDS as (sorted ids, value code per sorted id, distinct values + ``""``)."""
+    table = _query(conn, "SELECT id, value FROM STRING_IDS", path)
+    ids = pd.to_numeric(table["id"], errors="coerce").fillna(-1).to_numpy(np.int64)
+    order = np.argsort(ids, kind="stable")
+    codes, values = pd.factorize(table["value"].astype("object").fillna("").astype(str))
+    categories = pd.Index([*values, ""]).unique()
+    return ids[order], codes[order], categories
+
+
+def resolve(ids: pd.Series, strings: tuple[np.ndarray, np.ndarray, pd.Index]) -> pd.Categorical:
+    """Map STRING_IDS ids to text as a categorical, without one Python string per row.
+
+    Joining STRING_IDS in SQL materialises every name once per row; at millions of
+    tasks that dominates the read, so ids are looked up with searchsorted instead.
+    Unknown or NULL ids become ``""``; a column that already holds text is kept.
+    """
+    if pd.api.types.infer_dtype(ids, skipna=True) in ("string", "mixed"):
+        return as_category(ids)
+    sorted_ids, codes, categories = strings
+    empty = categories.get_loc("")
+    values = pd.to_numeric(ids, errors="coerce").fillna(-1).to_numpy(np.int64)
+    if len(sorted_ids) == 0:
+        return pd.Categorical.from_codes(np.full(len(values), empty), categories=categories)
+    pos = np.clip(np.searchsorted(sorted_ids, values), 0, len(sorted_ids) - 1)
+    found = sorted_ids[pos] == values
+    return pd.Categorical.from_codes(np.where(found, codes[pos], empty), categories=categories)
+
+
+def read_kernels(conn: sqlite3.Connection, tables: dict[str, set[str]], path: Path,
+                 strings) -> pd.DataFrame:
+    """TASK ⨝ COMPUTE_TASK_INFO: raw kernel rows, times in ns (start and end)."""
+    missing = [t for t in ("TASK", "COMPUTE_TASK_INFO", "STRING_IDS") if t not in tables]
+    if missing:
+        raise SchemaError(path, f"no kernel table(s) {', '.join(missing)} (Level_none or a "
+                                "db without device data?)")
+    info, task = tables["COMPUTE_TASK_INFO"], tables["TASK"]
+    lacking = [c for c in ("name", "globalTaskId") if c not in info] + \
+              [c for c in ("startNs", "endNs", "globalTaskId") if c not in task]
+    if lacking:
+        raise SchemaError(path, f"kernel tables lack column(s) {', '.join(lacking)}")
+    fields = [_column(c, info, "C", alias) for c, alias in KERNEL_STRINGS.items()]
+    sql = (f"SELECT T.startNs AS start_ns, T.endNs AS end_ns, "
+           f"{_column('deviceId', task, 'T', 'device_id')}, {', '.join(fields)} "
+           f"FROM COMPUTE_TASK_INFO C JOIN TASK T ON T.globalTaskId = C.globalTaskId")
+    frame = _query(conn, sql, path)
+    for alias in KERNEL_STRINGS.values():
+        frame[alias] = resolve(frame[alias], strings)
+    return frame
+
+
+def read_comm_ops(conn: sqlite3.Connection, tables: dict[str, set[str]], path: Path,
+                  strings) -> pd.DataFrame | None:
+    """COMMUNICATION_OP: one row per large communication op (core ``COMMUNICATION``)."""
+    columns = tables.get("COMMUNICATION_OP", set())
+    if not {"opName", "startNs", "endNs"} <= columns:
+        return None
+    sql = (f"SELECT O.startNs AS start_ns, O.endNs AS end_ns, "
+           f"{_column('deviceId', columns, 'O', 'device_id')}, O.opName AS op_name, "
+           f"{_column('opType', columns, 'O', 'op_type_raw')} FROM COMMUNICATION_OP O")
+    frame = _query(conn, sql, path)
+    for alias in ("op_name", "op_type_raw"):
+        frame[alias] = resolve(frame[alias], strings)
+    frame["core"] = pd.Categorical(["COMMUNICATION"] * len(frame))
+    for alias in ("input_shapes", "input_dtypes"):
+        frame[alias] = pd.Categorical([""] * len(frame))
+    return frame
+
+
+def step_windows(conn: sqlite3.Connection, tables: dict[str, set[str]],
+                 path: Path) -> pd.DataFrame:
+    """STEP_TIME rows (``step``, ``start_ns``, ``end_ns``); empty when steps were not used."""
+    if not {"id", "startNs", "endNs"} <= tables.get("STEP_TIME", set()):
+        return pd.DataFrame({"step": [], "start_ns": [], "end_ns": []}, dtype="int64")
+    frame = _query(conn, "SELECT id AS step, startNs AS start_ns, endNs AS end_ns "
+                         "FROM STEP_TIME ORDER BY startNs", path)
+    return frame.dropna().astype("int64")
+
+
+def _to_ops(frames: list[pd.DataFrame | None], windows: pd.DataFrame,
+            path: Path) -> pd.DataFrame:
+    """Stack kernel and comm rows into the raw RankData.ops columns, ordered by start."""
+    frames = [f for f in frames if f is not None and len(f)]
+    if not frames:
+        raise InputError(path, "no kernel rows in COMPUTE_TASK_INFO/COMMUNICATION_OP")
+    ops = concat_categorical(frames)
+    for column in ("start_ns", "end_ns"):
+        ops[column] = pd.to_numeric(ops[column], errors="coerce")
+    if ops[["start_ns", "end_ns"]].isna().any().any():
+        raise SchemaError(path, "TASK/COMMUNICATION_OP rows without integer startNs/endNs")
+    ops = ops.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    start = ops["start_ns"].to_numpy(np.int64)
+    out = pd.DataFrame({"start_ns": start,
+                        "dur_us": (ops["end_ns"].to_numpy(np.int64) - start) / 1000.0,
+                        "device_id": pd.to_numeric(ops["device_id"]).astype("Int64")})
+    for field in TEXT_FIELDS:
+        out[field] = ops[field].array  # stays categorical
+    out["step"] = assign_steps(start, windows["step"].to_numpy(), windows["start_ns"].to_numpy(),
+                               windows["end_ns"].to_numpy())
+    return out
+
+
+def _unit_factor(stage: pd.Series, spans_ns: pd.Series) -> float:
+    """1000 when StepTraceTime holds ms (as documented), 1 when it already holds µs.
+
+    The documented unit is ms (FORMATS.md §7.3), yet the real MindStudio Insight
+    exports store µs (§4 "Observed otherwise"). The stage of a step is at most its
+    span, so compare the stored figure with the span in ms: a ratio near 1 means
+    ms, near 1000 means µs; the geometric middle (≈31.6) splits the two.
+    """
+    ratio = (stage / (spans_ns / 1e6)).replace([np.inf, -np.inf], np.nan).dropna()
+    ratio = ratio[ratio > 0]
+    if ratio.empty:
+        return 1000.0
+    return 1.0 if float(ratio.median()) > 1000 ** 0.5 else 1000.0
+
+
+def read_step_trace_table(conn: sqlite3.Connection, tables: dict[str, set[str]], path: Path,
+                          windows: pd.DataFrame, task_span_ns: int | None,
+                          device: int | None) -> pd.DataFrame | None:
+    """StepTraceTime -> ``step``, STAGE_FIELDS in µs; None when the table is absent."""
+    columns = tables.get("StepTraceTime")
+    if not columns:
+        return None
+    if "stage" not in columns:
+        raise SchemaError(path, "StepTraceTime lacks the stage column")
+    frame = _query(conn, "SELECT * FROM StepTraceTime", path)
+    if "deviceId" in frame and device is not None and frame["deviceId"].nunique() > 1:
+        frame = frame[frame["deviceId"] == device]
+    text = frame["step"].astype(str) if "step" in frame else pd.Series("", index=frame.index)
+    step = pd.to_numeric(text.str.extract(r"(\d+)\s*$", expand=False), errors="coerce")
+    out = pd.DataFrame({"step": step.astype("Int64").to_numpy()})
+    if "deviceId" in frame:
+        out["device_id"] = frame["deviceId"].to_numpy()
+    spans = pd.Series(step.to_numpy()).map(
+        dict(zip(windows["step"], windows["end_ns"] - windows["start_ns"])))
+    if spans.isna().all() and task_span_ns:
+        spans = pd.Series(float(task_span_ns), index=spans.index)
+    stage = pd.to_numeric(frame["stage"], errors="coerce").reset_index(drop=True)
+    factor = _unit_factor(stage, spans)
+    for field in STAGE_FIELDS:
+        values = pd.to_numeric(frame[field], errors="coerce") if field in frame else np.nan
+        out[field] = np.asarray(values, dtype=float) * factor
+    return out
+
+
+def _links(conn, tables, path) -> pd.DataFrame:
+    """CommAnalyzerBandwidth -> per (op, group, step) ``<link>_mb`` / ``<link>_us``."""
+    need = {"hccl_op_name", "group_name", "transport_type", "transit_size", "transit_time"}
+    if not need <= tables.get("CommAnalyzerBandwidth", set()):
+        return pd.DataFrame()
+    step = "step" if "step" in tables["CommAnalyzerBandwidth"] else "''"
+    raw = _query(conn, "SELECT hccl_op_name, group_name, " + step + " AS step, transport_type, "
+                       "transit_size, transit_time FROM CommAnalyzerBandwidth", path)
+    # One row per packet-size bucket repeats the link totals: keep the first.
+    raw = raw.drop_duplicates(["hccl_op_name", "group_name", "step", "transport_type"])
+    raw["transport_type"] = raw["transport_type"].astype(str).str.lower()
+    wide = raw.pivot(index=["hccl_op_name", "group_name", "step"], columns="transport_type",
+                     values=["transit_size", "transit_time"])
+    links = pd.DataFrame(index=wide.index)
+    for link in (t.lower() for t in LINK_TYPES):
+        size = wide.get(("transit_size", link))
+        time = wide.get(("transit_time", link))
+        links[f"{link}_mb"] = 0.0 if size is None else size.fillna(0.0).astype(float)
+        links[f"{link}_us"] = 0.0 if time is None else time.fillna(0.0).astype(float) * 1000
+    return links.reset_index()
+
+
+def read_comm_table(conn: sqlite3.Connection, tables: dict[str, set[str]], path: Path,
+                    rank: int) -> pd.DataFrame | None:
+    """CommAnalyzerTime (+ Bandwidth) -> schema.COMM_COLUMNS + link columns, µs and MB."""
+    columns = tables.get("CommAnalyzerTime")
+    if not columns:
+        return None
+    if not {"hccl_op_name", "group_name", *COMM_TIMES} <= columns:
+        raise SchemaError(path, "CommAnalyzerTime lacks op name/group/time columns")
+    step = "step" if "step" in columns else "''"
+    frame = _query(conn, f"SELECT hccl_op_name, group_name, {step} AS step, "
+                         f"{', '.join(COMM_TIMES)} FROM CommAnalyzerTime", path)
+    frame = frame.rename(columns=COMM_TIMES)
+    for target in COMM_TIMES.values():
+        frame[target] = pd.to_numeric(frame[target], errors="coerce").fillna(0.0) * 1000.0
+    links = _links(conn, tables, path)
+    if len(links):
+        frame = frame.merge(links, on=["hccl_op_name", "group_name", "step"], how="left")
+    for column in LINK_COLUMNS:
+        frame[column] = frame[column].fillna(0.0) if column in frame else 0.0
+    frame["transit_mb"] = frame["sdma_mb"] + frame["rdma_mb"]
+    names = frame["hccl_op_name"].astype(str)
+    frame["op_name"] = names
+    frame["group"] = frame["group_name"].astype(str)
+    frame["comm_type"] = canonical_names(names, names, pd.Series("COMM", index=frame.index)
+                                         )["op_type"].to_numpy()
+    frame["step"] = pd.to_numeric(frame["step"].astype(str).str.extract(r"(\d+)\s*$",
+                                                                        expand=False),
+                                  errors="coerce").astype("Int64")
+    frame["rank"] = rank
+    return frame[[*COMM_COLUMNS, *LINK_COLUMNS]]
+
+
+def _meta(conn, tables, path, device: int | None) -> dict:
+    """Versions from META_DATA, chip from NPU_INFO, rank from RANK_DEVICE_MAP."""
+    info: dict = {}
+    if {"name", "value"} <= tables.get("META_DATA", set()):
+        meta = dict(conn.execute("SELECT name, value FROM META_DATA").fetchall())
+        lowered = {str(k).lower(): v for k, v in meta.items()}
+        info["cann_version"] = lowered.get("cann_version")
+        info["torch_npu_version"] = lowered.get("torch_npu_version")
+    if {"id", "name"} <= tables.get("NPU_INFO", set()):
+        chips = dict(conn.execute("SELECT id, name FROM NPU_INFO").fetchall())
+        info["device"] = chips.get(device) or next(iter(chips.values()), None)
+    if {"rankId", "deviceId"} <= tables.get("RANK_DEVICE_MAP", set()):
+        pairs = conn.execute("SELECT rankId, deviceId FROM RANK_DEVICE_MAP").fetchall()
+        ranks = pd.to_numeric(pd.Series([r for r, d in pairs if d == device]
+                                        or [r for r, _ in pairs], dtype="object"),
+                              errors="coerce")
+        valid = ranks[(ranks >= 0) & (ranks < 2 ** 31 - 1)]  # -1 / UINT32_MAX = unknown
+        info["rank"] = int(valid.iloc[0]) if len(valid) else None
+    return info
+
+
+def _rank_root(db: Path) -> Path:
+    return db.parent.parent if db.parent.name == OUTPUT_DIR else db.parent
+
+
+def _analysis(db: Path) -> Path | None:
+    return next((db.parent / n for n in ANALYSIS_DBS if (db.parent / n).is_file()), None)
+
+
+def read_db_file(db: Path) -> RankData:
+    """Read one profiler db (and the analysis.db beside it) into RankData."""
+    with closing(connect(db)) as conn:
+        tables = tables_of(conn)
+        windows = step_windows(conn, tables, db)
+        strings = string_table(conn, db) if "STRING_IDS" in tables else None
+        kernels = read_kernels(conn, tables, db, strings)
+        ops = _to_ops([kernels, read_comm_ops(conn, tables, db, strings)], windows, db)
+        devices = ops["device_id"].dropna()
+        device = int(devices.mode().iloc[0]) if len(devices) and devices.max() >= 0 else None
+        info = _meta(conn, tables, db, device)
+        ends = ops["start_ns"] + np.rint(ops["dur_us"].to_numpy() * 1000).astype(np.int64)
+        task_span = int(ends.max() - ops["start_ns"].min())
+    root = _rank_root(db)
+    infos = sorted(root.glob("profiler_info*.json"))
+    if infos:
+        info.update({k: v for k, v in read_profiler_info(infos[0]).items() if v is not None})
+    match = DB_NAME.match(db.name)
+    if info.get("rank") is None and match and match.group(2):
+        info["rank"] = int(match.group(2))
+    rank = info.get("rank")
+    steps = comm = None
+    analysis = _analysis(db)
+    warnings = [] if analysis else [f"{db.name}: no analysis.db beside it; step breakdown "
+                                    "and communication detail unavailable"]
+    if analysis is not None:
+        with closing(connect(analysis)) as conn:
+            extra = tables_of(conn)
+            steps = read_step_trace_table(conn, extra, analysis, windows, task_span, device)
+            comm = read_comm_table(conn, extra, analysis, rank if rank is not None else 0)
+    fmt = "ascend_ms_db" if "mindspore" in db.name else FORMAT
+    return RankData(source=root, format=fmt, rank=rank, ops=ops, steps=steps, comm=comm,
+                    info=info, warnings=warnings)
+
+
+def read_rank(path: Path) -> RankData:
+    """Read one rank's db export (directory, ASCEND_PROFILER_OUTPUT or the .db file)."""
+    db = find_db(path)
+    if db is None:
+        raise InputError(path, "no ascend_pytorch_profiler_*.db or ascend_mindspore_profiler_*.db")
+    return read_db_file(db)
