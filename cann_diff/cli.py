@@ -106,11 +106,13 @@ def _write_report(result, out_dir: Path, charts_wanted: bool) -> None:
               help="JSON file of operator family aliases {\"Gemm\": \"MatMul\"}.")
 @click.option("-j", "--jobs", type=click.IntRange(1), default=os.cpu_count() or 1,
               show_default="number of cores", help="Ranks read in parallel.")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="Read ranks on this Dask scheduler (pip install 'cann-diff[dask]').")
 @click.option("--no-charts", is_flag=True, help="Skip the PNG charts.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress messages on stderr.")
 @click.version_option(package_name="cann-diff")
 def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, threshold,
-         fail_pct, fusion_map, alias_map, jobs, no_charts, quiet):
+         fail_pct, fusion_map, alias_map, jobs, scheduler, no_charts, quiet):
     """Compare two Ascend NPU profiles (BASE = current stack, NEW = candidate) and write a
     Markdown + PNG + JSON report of what changed and why.
 
@@ -147,7 +149,8 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
         options = Options(base_label=base_label, new_label=new_label,
                           steps=parse_steps(steps_spec) if steps_spec else None,
                           thresholds=Thresholds(alpha=alpha, threshold_pct=_percent(threshold)),
-                          top_n=top_n, fusion_map=fusion_map, alias_map=alias_map, jobs=jobs)
+                          top_n=top_n, fusion_map=fusion_map, alias_map=alias_map, jobs=jobs,
+                          scheduler=scheduler)
         gate = _percent(fail_pct) if fail_pct is not None else None
         if out_dir is not None:
             check_output_dir(out_dir, [base, new])

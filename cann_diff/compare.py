@@ -97,6 +97,8 @@ def _side_stats(ops: pd.DataFrame, keys: np.ndarray, n_units: int, prefix: str) 
 
 
 def _durations_by_key(ops: pd.DataFrame, keys: np.ndarray) -> dict[int, np.ndarray]:
+    if len(keys) == 0:
+        return {}
     order = np.argsort(keys, kind="stable")
     sorted_keys = keys[order]
     durations = ops["dur_us"].to_numpy()[order]
@@ -183,9 +185,13 @@ def _comm_side(run: Run, prefix: str) -> pd.DataFrame:
     side = pd.DataFrame({"count": grouped.size() / n_units, "total_us": grouped["dur"].sum()
                          / n_units, "exposed_us": grouped["exposed"].sum() / n_units})
     if len(run.comm):
-        detail = run.comm.groupby(run.comm["comm_type"].astype(str))[list(COMM_JSON_FIELDS)].sum()
+        by_type = run.comm.groupby(run.comm["comm_type"].astype(str))
         comm_units = max(len(run.comm[["rank", "step"]].drop_duplicates()), 1)
-        side = side.join(detail / comm_units, how="outer")
+        side = side.join(by_type[list(COMM_JSON_FIELDS)].sum() / comm_units, how="outer")
+        if comm_ops.empty:  # no kernels (cluster summary): counts and time from the json
+            side["count"] = by_type.size() / comm_units
+            side["total_us"] = side["elapse_us"]
+            side["exposed_us"] = np.nan
     return side.add_prefix(prefix)
 
 

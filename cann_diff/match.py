@@ -91,7 +91,12 @@ def match(base_ops: pd.DataFrame, new_ops: pd.DataFrame) -> Matched:
     rows = [_key_rows(paired, "exact"), _key_rows(family_pairs, "family"),
             _key_rows(type_pairs, "type-only"), _side_rows(rest_base, "base"),
             _side_rows(rest_new, "new")]
-    keys = pd.concat([r for r in rows if len(r)], ignore_index=True)
+    rows = [r for r in rows if len(r)]
+    if not rows:  # neither run has kernels (e.g. two cluster_analysis_output folders)
+        empty = pd.DataFrame({c: pd.Series(dtype="int64" if c == "key_id" else "object")
+                              for c in KEY_COLUMNS})
+        return Matched(empty, np.zeros(len(base_ops), np.int64), np.zeros(len(new_ops), np.int64))
+    keys = pd.concat(rows, ignore_index=True)
     keys = keys.sort_values(["category", "family", "input_shapes", "op_type"], kind="stable")
     keys["key_id"] = np.arange(len(keys))
     base_lookup = _group_to_key(keys, "base_groups", len(base_groups))

@@ -26,6 +26,7 @@ class Options:
     fusion_map: Path | None = None
     alias_map: Path | None = None
     jobs: int = 1
+    scheduler: str | None = None
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
                               ("new", new_path, options.new_label)):
         progress(f"reading {side}: {path}")
         run = load_run(path, label, fusion_map=options.fusion_map, alias_map=options.alias_map,
-                       jobs=options.jobs,
+                       jobs=options.jobs, scheduler=options.scheduler,
                        progress=lambda done, total, side=side: rank_progress(side, done, total))
         runs.append(select_steps(run, options.steps))
         progress(f"  {len(run.ops):,} kernels, ranks {list(run.meta.ranks)}")

@@ -21,7 +21,7 @@ from ..canonical import canonicalize, normalize_distinct, normalize_dtypes, norm
 from ..errors import InputError
 from ..schema import OP_COLUMNS, STEP_COLUMNS, Run, RunMeta, conform_ops, empty_comm
 from ..timeline import step_breakdown_from_kernels
-from . import msprof_dirs, sqlite_db, torch_text, trace_json
+from . import cluster_output, msprof_dirs, sqlite_db, torch_text, trace_json
 from .base import RankData
 
 
@@ -32,7 +32,7 @@ class Format:
     name: str
     looks_for: str
     is_rank_dir: Callable[[Path], bool]
-    read_rank: Callable[[Path], RankData]
+    read_rank: Callable[[Path], RankData | list[RankData]]
 
 
 FORMATS: list[Format] = [
@@ -44,6 +44,8 @@ FORMATS: list[Format] = [
            msprof_dirs.is_rank_dir, msprof_dirs.read_rank),
     Format(trace_json.FORMAT, "ASCEND_PROFILER_OUTPUT/trace_view.json or a *.json[.gz] trace",
            trace_json.is_rank_dir, trace_json.read_rank),
+    Format(cluster_output.FORMAT, "cluster_analysis_output/cluster_step_trace_time.csv",
+           cluster_output.is_rank_dir, cluster_output.read_rank),
 ]
 
 
@@ -167,41 +169,73 @@ def _unread_children(path: Path, sources: list[Path]) -> list[str]:
                  (child / torch_text.OUTPUT_DIR).is_dir())]
 
 
-def _read_all(fmt: Format, sources: list[Path], jobs: int, progress) -> list[RankData]:
-    """Read every rank, in parallel threads (pyarrow and pandas release the GIL)."""
-    if jobs <= 1 or len(sources) == 1:
-        datas = []
-        for number, source in enumerate(sources, 1):
-            datas.append(fmt.read_rank(source))
+def _read_on_dask(fmt: Format, sources: list[Path], scheduler: str, progress) -> list:
+    """Read ranks on an existing Dask cluster (optional extra ``cann-diff[dask]``)."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise InputError(None, "--scheduler needs Dask: pip install 'cann-diff[dask]'") from None
+    try:
+        client = Client(scheduler, timeout=30, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise InputError(None, f"cannot reach Dask scheduler {scheduler}: {exc}") from None
+    try:
+        futures = client.map(fmt.read_rank, sources, pure=False)
+        results = []
+        for number, future in enumerate(futures, 1):
+            results.append(future.result())
             progress(number, len(sources))
-        return datas
+        return results
+    finally:
+        client.close()
+
+
+def _read_all(fmt: Format, sources: list[Path], jobs: int, progress,
+              scheduler: str | None = None) -> list[RankData]:
+    """Read every source, in parallel threads (pyarrow and pandas release the GIL) or on a
+    Dask cluster. A source may hold several ranks (a cluster_analysis_output directory).
+    """
+    def flat(results) -> list[RankData]:
+        return [d for r in results for d in (r if isinstance(r, list) else [r])]
+
+    if scheduler:
+        return flat(_read_on_dask(fmt, sources, scheduler, progress))
+    if jobs <= 1 or len(sources) == 1:
+        results = []
+        for number, source in enumerate(sources, 1):
+            results.append(fmt.read_rank(source))
+            progress(number, len(sources))
+        return flat(results)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(fmt.read_rank, source) for source in sources]
-        datas = []
+        results = []
         for number, future in enumerate(futures, 1):
-            datas.append(future.result())
+            results.append(future.result())
             progress(number, len(sources))
-        return datas
+        return flat(results)
 
 
 def load_run(path: str | Path, label: str | None = None, *, fusion_map: Path | None = None,
-             alias_map: Path | None = None, jobs: int = 1,
+             alias_map: Path | None = None, jobs: int = 1, scheduler: str | None = None,
              progress=lambda done, total: None) -> Run:
     """Read a profile (any supported layout) into a canonical Run.
 
     ``label`` defaults to the directory name; ranks are read by ``jobs`` threads and
-    ``progress(done, total)`` is called after each. Raises InputError/SchemaError on
+    ``progress(done, total)`` is called after each; with ``scheduler`` (a Dask
+    scheduler address) ranks are read on that cluster instead. Raises InputError/SchemaError on
     unusable input; partial input (no communication.json, no step_trace_time.csv)
     yields warnings instead.
     """
     path = Path(path)
     fmt, sources = find_rank_sources(path)
-    datas, warnings = _assign_ranks(_read_all(fmt, sources, jobs, progress))
+    datas, warnings = _assign_ranks(_read_all(fmt, sources, jobs, progress, scheduler))
     warnings = _unread_children(path, sources) + warnings
     for data in datas:
         warnings += data.warnings
     ops = concat_frames(_normalize_ops(d, fusion_map, alias_map) for d in datas)
     ops = _drop_rows_outside_steps(conform_ops(ops), warnings)
+    if ops.empty:
+        warnings.append("no kernel rows (a cluster summary): operator comparison unavailable")
     step_frames = [_steps_of(d) for d in datas]
     if all(f is not None for f in step_frames):
         steps, step_source = concat_frames(step_frames), "step_trace_time"

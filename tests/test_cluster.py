@@ -1,0 +1,128 @@
+"""Clusters: many ranks in one command, slow-rank detection, Dask backend.
+
+Crafted 8-rank runs: every rank runs MatMul 1000 µs, FA 800 µs and an exposed AllReduce
+300 µs per step (3 steps). In the "slow" new run rank 5's MatMul takes 1600 µs, so its
+computing is 600 µs above the others' (2 + 1000 + 2 + 800 ≈ 1802 µs → 2402 µs).
+"""
+
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from cann_diff.cli import main
+from cann_diff.pipeline import Options, diff
+from cann_diff.readers import load_run
+
+from conftest import REALDATA, needs_realdata
+from profiles import Comm, aclnn, write_profile
+
+RANKS = tuple(range(8))
+
+
+def schedule(slow_rank=None, factor=1.6):
+    def ops(rank, step):
+        matmul = 1000.0 * (factor if rank == slow_rank else 1.0)
+        return [aclnn("MatMulV3", matmul, "4096,4096;4096,4096"),
+                aclnn("FlashAttentionScore", 800.0, "1,16,4096,128", core="MIX_AIC"),
+                Comm("allReduce", 300.0)]
+    return ops
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cluster")
+    base = write_profile(root, "base", schedule(), ranks=RANKS)
+    slow = write_profile(root, "slow", schedule(slow_rank=5), ranks=RANKS)
+    even = write_profile(root, "even", schedule(), ranks=RANKS, noise=0.01, seed=3)
+    fewer = write_profile(root, "fewer", schedule(), ranks=RANKS[:6])
+    return {"base": base, "slow": slow, "even": even, "fewer": fewer}
+
+
+def test_all_ranks_read_and_per_rank_table(runs):
+    result = diff(runs["base"], runs["slow"])
+    ranks = result.comparison.ranks
+    assert list(ranks["rank"]) == list(RANKS)
+    delta = ranks.set_index("rank")["delta_stage_us"]
+    assert delta[5] == pytest.approx(600.0, abs=1.0)  # 1600 − 1000 µs, exposed on rank 5
+    assert delta.drop(5).abs().max() == pytest.approx(0.0, abs=1e-6)
+
+
+def test_slow_rank_is_named(runs):
+    findings = diff(runs["base"], runs["slow"]).report.findings
+    slow = [f for f in findings if f["id"] == "slow-rank"]
+    assert slow and {f["data"]["rank"] for f in slow} == {5}
+    assert "Rank 5" in slow[0]["title"]
+
+
+def test_no_slow_rank_when_ranks_are_even(runs):
+    findings = diff(runs["base"], runs["even"]).report.findings
+    assert not [f for f in findings if f["id"] == "slow-rank"]
+
+
+def test_mismatched_rank_sets_warn_not_crash(runs):
+    result = diff(runs["base"], runs["fewer"])
+    assert any("rank sets differ" in w for w in result.report.warnings)
+    assert len(result.comparison.ranks) == 8  # union of ranks, NaN where a side lacks one
+
+
+def test_jobs_give_the_same_numbers(runs):
+    one = load_run(runs["slow"].path, jobs=1)
+    two = load_run(runs["slow"].path, jobs=2)
+    assert one.ops.equals(two.ops)
+    assert one.steps.equals(two.steps)
+
+
+def test_report_has_rank_charts_and_section(runs, tmp_path):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, [str(runs["base"]), str(runs["slow"]), "-o", str(out),
+                                       "-q"])
+    assert result.exit_code == 0, result.output
+    md = (out / "report.md").read_text()
+    assert "## Per rank" in md and "](rank_heatmap.png)" in md
+    assert (out / "rank_heatmap.png").stat().st_size > 1000
+    report = json.loads((out / "report.json").read_text())
+    assert len(report["ranks"]) == 8
+
+
+def test_dask_local_cluster_gives_the_same_numbers(runs):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster:
+        on_dask = diff(runs["base"], runs["slow"], Options(scheduler=cluster.scheduler_address))
+    local = diff(runs["base"], runs["slow"])
+    assert on_dask.report.to_dict() == local.report.to_dict()
+
+
+def test_unreachable_scheduler_is_exit_2(runs):
+    pytest.importorskip("distributed")
+    result = CliRunner().invoke(main, [str(runs["base"]), str(runs["slow"]), "--scheduler",
+                                       "tcp://127.0.0.1:9", "-q", "--no-charts"])
+    assert result.exit_code == 2
+    assert "Dask scheduler" in result.output and "Traceback" not in result.output
+
+
+@needs_realdata
+def test_cluster_analysis_output_pair(tmp_path):
+    test_data = REALDATA / "Ascend__msinsight/server/src/test/test_data"
+    base = tmp_path / "base" / "cluster_analysis_output"
+    shutil.copytree(test_data / "baseline_cluster/cluster_analysis_output", base)
+    new = test_data / "cluster_analysis_output"
+    result = diff(base, new)
+    # 16 rank rows in cluster_step_trace_time.csv, Type == "rank"
+    with open(new / "cluster_step_trace_time.csv") as handle:
+        rows = [line.split(",") for line in handle.read().splitlines()[1:]]
+    rank_rows = [r for r in rows if r[1] == "rank"]
+    assert len(result.comparison.ranks) == len({r[2] for r in rank_rows}) == 16
+    stage = {int(r[2]): float(r[8]) for r in rank_rows}
+    got = result.comparison.ranks.set_index("rank")["new_stage"]
+    assert all(got[rank] == pytest.approx(value) for rank, value in stage.items())
+    assert any("no kernel rows" in w for w in result.report.new["warnings"])
+
+
+@needs_realdata
+def test_cann83_job_reads_its_ranks_and_names_the_ones_without_kernels():
+    run = load_run(REALDATA / "Ascend__msinsight/test/st/level2")
+    assert run.meta.ranks == (0, 2)
+    assert sum("rank_1_ascend_pt" in w or "rank_3_ascend_pt" in w for w in run.warnings) == 2
