@@ -70,9 +70,10 @@ class Comparison:
 
 def units_of(ops: pd.DataFrame) -> pd.Series:
     """Per row, the (rank, step) unit it belongs to, as an integer id."""
-    step = ops["step"].fillna(-1).astype("int64")
-    return pd.Series(pd.MultiIndex.from_arrays([ops["rank"], step]).factorize()[0],
-                     index=ops.index)
+    step = ops["step"].fillna(-1).to_numpy(np.int64) + 1
+    rank = ops["rank"].to_numpy(np.int64)
+    width = int(step.max()) + 1 if len(step) else 1
+    return pd.Series(pd.factorize(rank * width + step)[0], index=ops.index)
 
 
 def _count_units(ops: pd.DataFrame) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from ..errors import InputError, SchemaError
@@ -122,6 +123,15 @@ def parse_us_to_ns(values: pd.Series, path: Path, column: str) -> np.ndarray:
     Text is split at the decimal point so that 16 integer digits plus 3 decimals
     survive, which a float64 would not hold.
     """
+    try:  # fast path: exact decimal parsing in Arrow
+        trimmed = pc.utf8_trim_whitespace(pa.array(values, type=pa.string()))
+        scaled = pc.multiply(pc.cast(trimmed, pa.decimal128(23, 3)),
+                             pa.scalar(1000, pa.decimal128(4, 0)))
+        parsed = pc.cast(scaled, pa.int64())
+        if parsed.null_count == 0:
+            return parsed.to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        pass  # odd precision or bad text: the slow path below parses or names the row
     text = values.astype("string").str.strip()
     parts = text.str.split(".", n=1, expand=True, regex=False)
     whole = pd.to_numeric(parts[0], errors="coerce")

@@ -91,9 +91,11 @@ def read_communication(path: Path, rank: int) -> pd.DataFrame:
 
 def comm_types_of(op_names: pd.Series) -> np.ndarray:
     """Canonical communication type (``AllReduce`` …) of each communication op name."""
-    names = op_names.astype(str)
-    return canonical_names(names, names, pd.Series("COMM", index=names.index)
-                           )["op_type"].to_numpy()
+    # Digits (op index, group counters) never decide the type: fold them first.
+    codes, distinct = pd.factorize(op_names.astype(str).str.replace(r"\d+", "", regex=True))
+    names = pd.Series(distinct, dtype=object)
+    types = canonical_names(names, names, pd.Series("COMM", index=names.index))["op_type"]
+    return types.to_numpy()[codes] if len(codes) else np.array([], dtype=object)
 
 
 def read_profiler_info(path: Path) -> dict:
