@@ -17,7 +17,7 @@ import click
 
 from . import format as fmt
 from .errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION, CannDiffError
-from .output import check_output_dir, write_atomic, write_text_atomic
+from .output import check_output_dir, safe_name, write_atomic, write_text_atomic
 from .pipeline import Options, diff
 from .stats import Thresholds
 
@@ -152,11 +152,15 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
                           top_n=top_n, fusion_map=fusion_map, alias_map=alias_map, jobs=jobs,
                           scheduler=scheduler)
         gate = _percent(fail_pct) if fail_pct is not None else None
-        if out_dir is not None:
-            check_output_dir(out_dir, [base, new])
+        if out_dir is not None:  # fail early, but create nothing before the inputs read
+            check_output_dir(out_dir, [base, new], create=False)
         result = diff(base, new, options, progress, rank_progress)
-        labels = f"{result.report.base['label']}_vs_{result.report.new['label']}"
+        labels = f"{safe_name(result.report.base['label'])}_vs_" \
+                 f"{safe_name(result.report.new['label'])}"
         out = check_output_dir(out_dir or Path("reports") / labels, [base, new])
+        replaced = [name for name in ("report.md", "report.json") if (out / name).exists()]
+        if replaced and not quiet:
+            click.echo(f"cann-diff: replacing {', '.join(replaced)} in {out}", err=True)
         progress(f"writing report to {out}")
         _write_report(result, out, not no_charts)
     except CannDiffError as exc:
@@ -165,11 +169,14 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
     except click.BadParameter as exc:
         click.echo(f"cann-diff: error: {exc.format_message()}", err=True)
         sys.exit(EXIT_BAD_INPUT)
+    except Exception as exc:  # noqa: BLE001 - a bug must not read as exit 1 (regression)
+        click.echo(f"cann-diff: internal error: {type(exc).__name__}: {exc} "
+                   "(please report it with the inputs' layout)", err=True)
+        sys.exit(EXIT_BAD_INPUT)
     click.echo(_summary(result.report, out_dir or out))
-    step = result.report.step
-    if gate is not None and step["significant"] is not False and step["delta_pct"] is not None \
-            and step["delta_pct"] >= gate:
-        click.echo(f"cann-diff: gate failed: step time {fmt.pct(step['delta_pct'])} "
+    step = result.comparison.step
+    if gate is not None and step.significant is not False and step.delta_pct >= gate:
+        click.echo(f"cann-diff: gate failed: step time {fmt.pct(step.delta_pct)} "
                    f"≥ {gate:g}%", err=True)
         sys.exit(EXIT_REGRESSION)
     sys.exit(EXIT_OK)

@@ -265,7 +265,8 @@ def compare_groups(base: Run, new: Run) -> pd.DataFrame:
 
 
 def _step_set(run: Run) -> tuple[int, ...]:
-    return tuple(sorted(int(s) for s in run.ops["step"].dropna().unique()))
+    steps = run.ops["step"] if len(run.ops) else run.steps["step"]
+    return tuple(sorted(int(s) for s in steps.dropna().unique()))
 
 
 def compare(base: Run, new: Run, matched: Matched,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .analyse import Analysis, Finding, analyse
+from .analyse import SEVERITY_ORDER, Analysis, Finding, analyse
 from .compare import Comparison, compare
 from .match import match
 from .memory import MemoryComparison, compare_memory, read_memory
@@ -57,7 +57,9 @@ def _with_memory_finding(analysis: Analysis, memory: MemoryComparison | None) ->
     g = memory.growth
     finding = Finding(g["id"], g["severity"], g["title"], g["detail"], 0.0,
                       {"delta_mb": g.get("delta_mb")})
-    return Analysis(analysis.fusion, (*analysis.findings, finding), analysis.fusion_keys)
+    findings = sorted((*analysis.findings, finding),
+                      key=lambda f: SEVERITY_ORDER.get(f.severity, len(SEVERITY_ORDER)))
+    return Analysis(analysis.fusion, tuple(findings), analysis.fusion_keys)
 
 
 def diff(base_path: str | Path, new_path: str | Path, options: Options = Options(),

@@ -85,8 +85,12 @@ def _side(run: Run, steps: tuple[int, ...]) -> dict:
 
 def _step(cmp: Comparison) -> dict:
     s = cmp.step
+    # report.json's ``significant`` is a bool; "unknown" (one step per side) is spelled
+    # out in ``significance`` so a gate does not mistake it for "no change".
     return {"base_us": s.base_us, "new_us": s.new_us, "delta_us": s.delta_us,
-            "delta_pct": s.delta_pct, "p_value": s.p_value, "significant": s.significant,
+            "delta_pct": s.delta_pct, "p_value": s.p_value,
+            "significant": bool(s.significant),
+            "significance": "unknown" if s.significant is None else "tested",
             "ci_low": s.ci_low, "ci_high": s.ci_high, "status": s.status,
             "base_samples": list(s.base_samples), "new_samples": list(s.new_samples),
             "breakdown": s.breakdown}
@@ -125,6 +129,10 @@ def headline(cmp: Comparison, analysis: Analysis) -> str:
                 f"({base_new}): its computation got {gain} ms faster, but {comm}{why}, "
                 "eating most of the gain.")
     if s.status == "unchanged":
+        if s.significant:
+            return (f"Step time between {cmp.base.label} and {cmp.new.label} changed by "
+                    f"{fmt.pct(s.delta_pct)} ({base_new}): significant, but below the "
+                    f"{cmp.thresholds.threshold_pct:g}% threshold.")
         unsure = "" if s.significant is not None else " (one step per side: significance unknown)"
         return (f"No significant change in step time between {cmp.base.label} and "
                 f"{cmp.new.label} ({base_new}, {fmt.pct(s.delta_pct)}){unsure}.")
@@ -132,9 +140,11 @@ def headline(cmp: Comparison, analysis: Analysis) -> str:
     moves = sorted(((k, v["delta_us"]) for k, v in s.breakdown.items()
                     if k in ("computing", "communication_not_overlapped", "free", "bubble")
                     and not fmt.is_missing(v["delta_us"])), key=lambda kv: -abs(kv[1]))
-    driver = moves[0][0].replace("communication_not_overlapped", "exposed communication")
+    driver = "" if not moves else (
+        f", mostly from {moves[0][0].replace('communication_not_overlapped', 'exposed communication')}"
+        f" ({fmt.ms(moves[0][1], signed=True)} ms)")
     return (f"{cmp.new.label} is {abs(s.delta_pct):.1f}% {word} than {cmp.base.label} "
-            f"({base_new}), mostly from {driver} ({fmt.ms(moves[0][1], signed=True)} ms).")
+            f"({base_new}){driver}.")
 
 
 def build_report(cmp: Comparison, analysis: Analysis, top_n: int = 15,

@@ -125,17 +125,6 @@ class Run:
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
 
-def empty_ops() -> pd.DataFrame:
-    """Return an empty operator frame with the canonical dtypes."""
-    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in OP_COLUMNS.items()})
-
-
-def empty_steps() -> pd.DataFrame:
-    """Return an empty step frame."""
-    frame = pd.DataFrame({c: pd.Series(dtype="float64") for c in STEP_COLUMNS})
-    return frame.astype({"rank": "int64", "step": "Int64"})
-
-
 def empty_comm() -> pd.DataFrame:
     """Return an empty communication frame."""
     frame = pd.DataFrame({c: pd.Series(dtype="float64") for c in COMM_COLUMNS})

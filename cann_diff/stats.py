@@ -64,11 +64,14 @@ def ratio_interval(base: np.ndarray, new: np.ndarray,
     diffs = np.subtract.outer(np.log(new), np.log(base)).ravel()
     nb, nn = len(base), len(new)
     z = stats.norm.ppf(0.5 + confidence / 2)
-    k = int(math.floor(nb * nn / 2 - z * math.sqrt(nb * nn * (nb + nn + 1) / 12)))
-    if k < 0:
+    # The interval is [D(C), D(nm + 1 − C)] of the sorted differences (1-based), with
+    # C = floor(nm/2 − z·√(nm(n+m+1)/12)); 0-based that is [C − 1, nm − C].
+    c = int(math.floor(nb * nn / 2 - z * math.sqrt(nb * nn * (nb + nn + 1) / 12)))
+    if c < 1:
         return None, None
     # Only two order statistics are needed: a partition is linear, a sort is not.
-    low, high = np.partition(diffs, [k, diffs.size - 1 - k])[[k, diffs.size - 1 - k]]
+    lo, hi = c - 1, diffs.size - c
+    low, high = np.partition(diffs, [lo, hi])[[lo, hi]]
     return float(np.exp(low)), float(np.exp(high))
 
 
@@ -117,7 +120,10 @@ def compare_steps(base: np.ndarray, new: np.ndarray,
     ratio = mean_n / mean_b
     # Delta method: var(ratio) ≈ ratio² (var_n/mean_n² + var_b/mean_b²).
     spread = ratio * math.sqrt(var_n / mean_n**2 + var_b / mean_b**2) if mean_n > 0 else 0.0
-    dof = max(min(len(base), len(new)) - 1, 1)
+    # Welch-Satterthwaite degrees of freedom, as the t-test uses, so CI and p agree.
+    total = var_b + var_n
+    denominator = (var_b**2 / (len(base) - 1) + var_n**2 / (len(new) - 1))
+    dof = total**2 / denominator if denominator > 0 else float(len(base) + len(new) - 2)
     t = stats.t.ppf(0.5 + confidence / 2, dof)
     return SampleTest(p_value, float(ratio - t * spread), float(ratio + t * spread))
 

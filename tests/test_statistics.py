@@ -147,13 +147,26 @@ def test_compare_steps_welch_3_vs_3_by_hand():
     test = compare_steps(np.array([10.0, 11.0, 12.0]), np.array([13.0, 14.0, 15.0]))
     assert test.p_value == pytest.approx(p, rel=1e-6)
     # Ratio 14/11 = 1.2727; delta method: 1.2727·√((1/3)/14² + (1/3)/11²) = 0.08495;
-    # t(0.975, df = 3 − 1 = 2) = 4.3027 → 1.2727 ± 0.3655.
+    # t(0.975, Welch df = 4) = 2.7764 → 1.2727 ± 0.2359, i.e. [1.0369, 1.5086]: the
+    # interval excludes 1 as the p-value (< 0.05) says it must.
     ratio = 14 / 11
     spread = ratio * math.sqrt((1 / 3) / 14 ** 2 + (1 / 3) / 11 ** 2)
-    half = sps.t.ppf(0.975, 2) * spread
-    assert half == pytest.approx(0.3655, abs=1e-3)
+    half = sps.t.ppf(0.975, 4) * spread
+    assert half == pytest.approx(0.2359, abs=1e-3)
     assert test.ci_low == pytest.approx(ratio - half, rel=1e-6)
     assert test.ci_high == pytest.approx(ratio + half, rel=1e-6)
+    assert test.ci_low > 1.0
+
+
+def test_ratio_interval_uses_the_exact_order_statistics():
+    # n = m = 10: C = floor(50 − 1.95996·√(100·21/12)) = floor(50 − 25.93) = 24, so the
+    # 95 % interval is [D(24), D(77)] of the 100 sorted log-differences (1-based).
+    base = np.exp(np.arange(10) * 0.01)
+    new = np.exp(np.arange(10) * 0.013 + 0.2)
+    diffs = np.sort(np.subtract.outer(np.log(new), np.log(base)).ravel())
+    low, high = ratio_interval(base, new)
+    assert low == pytest.approx(math.exp(diffs[23]))
+    assert high == pytest.approx(math.exp(diffs[76]))
 
 
 def test_compare_steps_identical_steps():
@@ -297,7 +310,7 @@ def test_one_step_per_side_threshold_decides_with_footnote(one_step, tmp_path):
     code, report, md, _ = cli_report(base.path, plus10.path, tmp_path / "out",
                                      "--fail-on-regression", "5")
     step = report["step"]
-    assert step["p_value"] is None and step["significant"] is None
+    assert step["p_value"] is None and step["significant"] is False and step["significance"] == "unknown"
     assert step["status"] == "regressed"  # +9.9 % ≥ 5 %: the threshold alone decides
     assert code == 1
     assert any("one step per side" in w for w in report["warnings"])
@@ -310,7 +323,7 @@ def test_one_step_per_side_small_change_is_unchanged(one_step, tmp_path):
     base, _, plus3 = one_step
     code, report, md, _ = cli_report(base.path, plus3.path, tmp_path / "out",
                                      "--fail-on-regression", "5")
-    assert report["step"]["significant"] is None
+    assert report["step"]["significance"] == "unknown"
     assert report["step"]["status"] == "unchanged"  # +3 % < 5 %
     assert code == 0
     assert "significance unknown" in report["headline"]

@@ -19,7 +19,7 @@ from pandas.api.types import union_categoricals
 
 from ..canonical import canonicalize, normalize_distinct, normalize_dtypes, normalize_shapes
 from ..errors import InputError
-from ..schema import OP_COLUMNS, STEP_COLUMNS, Run, RunMeta, conform_ops, empty_comm
+from ..schema import OP_COLUMNS, STEP_COLUMNS, Run, RunMeta, conform_ops, empty_comm, validate
 from ..timeline import step_breakdown_from_kernels
 from . import cluster_output, msprof_dirs, sqlite_db, torch_text, trace_json
 from .base import RankData
@@ -49,11 +49,6 @@ FORMATS: list[Format] = [
 ]
 
 
-def register_format(fmt: Format, first: bool = False) -> None:
-    """Add a reader; ``first`` gives it priority over the text export."""
-    FORMATS.insert(0, fmt) if first else FORMATS.append(fmt)
-
-
 def find_rank_sources(path: Path) -> tuple[Format, list[Path]]:
     """Decide the format and list one source per rank; InputError says what was looked for."""
     if not path.exists():
@@ -72,7 +67,11 @@ def find_rank_sources(path: Path) -> tuple[Format, list[Path]]:
 
 
 def concat_frames(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
-    """Concatenate frames keeping categorical columns categorical (union of categories)."""
+    """Concatenate frames keeping categorical columns categorical (union of categories).
+
+    Categorical columns are joined with union_categoricals directly: pd.concat of
+    categoricals with different categories would expand them to strings first.
+    """
     frames = [f for f in frames if f is not None and len(f.columns)]
     if not frames:
         return pd.DataFrame()
@@ -80,18 +79,20 @@ def concat_frames(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
         return frames[0].reset_index(drop=True)
     categorical = [c for c in frames[0].columns
                    if isinstance(frames[0][c].dtype, pd.CategoricalDtype)]
-    merged = pd.concat(frames, ignore_index=True)
+    plain = pd.concat([f.drop(columns=categorical) for f in frames], ignore_index=True)
     for column in categorical:
-        merged[column] = union_categoricals([f[column] for f in frames], ignore_order=True)
-    return merged
+        plain[column] = union_categoricals([f[column] for f in frames], ignore_order=True)
+    return plain[list(frames[0].columns)]
 
 
 def _assign_ranks(datas: list[RankData]) -> tuple[list[RankData], list[str]]:
     """Give every rank an id; for duplicates keep the newest result (by directory name)."""
     warnings = []
-    for position, data in enumerate(datas):
+    used = {d.rank for d in datas if d.rank is not None}
+    free = (n for n in range(len(datas) + len(used) + 1) if n not in used)
+    for data in datas:  # ranks that do not say get ids no other rank uses
         if data.rank is None:
-            data.rank = position
+            data.rank = next(free)
     by_rank: dict[int, RankData] = {}
     for data in sorted(datas, key=lambda d: d.source.name):
         if data.rank in by_rank:
@@ -234,6 +235,7 @@ def load_run(path: str | Path, label: str | None = None, *, fusion_map: Path | N
         warnings += data.warnings
     ops = concat_frames(_normalize_ops(d, fusion_map, alias_map) for d in datas)
     ops = _drop_rows_outside_steps(conform_ops(ops), warnings)
+    validate(ops)
     if ops.empty:
         warnings.append("no kernel rows (a cluster summary): operator comparison unavailable")
     step_frames = [_steps_of(d) for d in datas]

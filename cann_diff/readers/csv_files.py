@@ -74,12 +74,16 @@ def _pick(header: list[str], aliases: dict[str, tuple[str, ...]]) -> dict[str, s
 
 
 def read_csv_columns(path: Path, columns: dict[str, str],
-                     dictionary: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Read only ``columns`` (canonical name -> header) as strings with pyarrow.
+                     dictionary: tuple[str, ...] = (),
+                     numeric: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Read only ``columns`` (canonical name -> header) with pyarrow.
 
-    Fields named in ``dictionary`` come back as pandas categoricals.
+    Fields named in ``dictionary`` come back as pandas categoricals, those in ``numeric``
+    as float64 (parsed by Arrow; a bad value makes the caller retry as text to name the
+    row), the rest as strings.
     """
     types = {header: (pa.dictionary(pa.int32(), pa.string()) if field in dictionary
+                      else pa.float64() if field in numeric
                       else pa.string()) for field, header in columns.items()}
     convert = pacsv.ConvertOptions(include_columns=list(columns.values()), column_types=types,
                                    null_values=NULLS, strings_can_be_null=True)
@@ -162,7 +166,10 @@ def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
     if missing:
         raise SchemaError(path, f"missing column(s) {', '.join(missing)}; header is "
                                 f"{','.join(header[:8])}{',…' if len(header) > 8 else ''}")
-    frame = read_csv_columns(path, picked, DICTIONARY_FIELDS)
+    try:
+        frame = read_csv_columns(path, picked, DICTIONARY_FIELDS, numeric=("dur_us", "step"))
+    except InputError:  # a non-numeric value: read as text so the message names the row
+        frame = read_csv_columns(path, picked, DICTIONARY_FIELDS)
     if frame.empty:
         raise InputError(path, "no kernel rows (header only)")
     warnings = []

@@ -81,7 +81,7 @@ def _findings(report: Report) -> list[str]:
 
 def _step(report: Report, charts: dict[str, str], notes: Footnotes) -> list[str]:
     s = report.step
-    if s["significant"] is None:
+    if s["significance"] == "unknown":
         caveat = next((w for w in report.warnings if w.startswith("one step per side")),
                       "one step per side: no significance test is possible; the status "
                       "follows the threshold alone")
