@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import format as fmt
 from .canonical import FusedOp, fusion_table
 from .compare import Comparison
 from .stats import compare_steps
@@ -159,7 +160,7 @@ def _significant_drop(cmp: Comparison, field_name: str) -> bool:
 
 
 def _ms(us: float) -> str:
-    return f"{us / 1000:,.2f} ms"
+    return f"{fmt.ms(us)} ms"
 
 
 def _comm_growth(cmp: Comparison) -> tuple[list[str], dict]:

@@ -28,4 +28,5 @@ def test_example_pair_writes_report_and_verdict(tmp_path):
 def test_missing_input_is_one_line_exit_2(tmp_path):
     result = run([tmp_path / "nope", tmp_path / "nope2", "-o", tmp_path / "o"])
     assert result.exit_code == 2
-    assert "nope" in result.output and "Traceback" not in result.output
+    assert "nope" in result.output and "internal error" not in result.output
+    assert isinstance(result.exception, SystemExit)

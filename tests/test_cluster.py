@@ -100,7 +100,7 @@ def test_unreachable_scheduler_is_exit_2(runs):
     result = CliRunner().invoke(main, [str(runs["base"]), str(runs["slow"]), "--scheduler",
                                        "tcp://127.0.0.1:9", "-q", "--no-charts"])
     assert result.exit_code == 2
-    assert "Dask scheduler" in result.output and "Traceback" not in result.output
+    assert "Dask scheduler" in result.output and "internal error" not in result.output
 
 
 @needs_realdata
@@ -126,3 +126,39 @@ def test_cann83_job_reads_its_ranks_and_names_the_ones_without_kernels():
     run = load_run(REALDATA / "Ascend__msinsight/test/st/level2")
     assert run.meta.ranks == (0, 2)
     assert sum("rank_1_ascend_pt" in w or "rank_3_ascend_pt" in w for w in run.warnings) == 2
+
+
+@pytest.mark.parametrize("header, rows", [
+    # no Step column (msprof-analyze writes one, but it may be empty or absent)
+    ("Type,Index,Stage,Computing,Communication(Not Overlapped),Free",
+     ["rank,0,100,50,30,20", "rank,1,110,55,35,20"]),
+])
+def test_cluster_summary_without_step_column(tmp_path, header, rows):
+    # base: stage 100 and 110 µs; new: every rank +30 µs of free time → step 105 → 135 µs
+    for name, extra in (("base", 0), ("new", 30)):
+        folder = tmp_path / name / "cluster_analysis_output"
+        folder.mkdir(parents=True)
+        lines = [header] + [",".join(r.split(",")[:2] + [str(float(r.split(",")[2]) + extra)]
+                                     + r.split(",")[3:5] + [str(float(r.split(",")[5]) + extra)])
+                            for r in rows]
+        (folder / "cluster_step_trace_time.csv").write_text("\n".join(lines) + "\n")
+    result = diff(tmp_path / "base" / "cluster_analysis_output",
+                  tmp_path / "new" / "cluster_analysis_output")
+    assert result.report.step["base_us"] == pytest.approx(105.0)
+    assert result.report.step["new_us"] == pytest.approx(135.0)
+    assert result.report.step["breakdown"]["free"]["delta_us"] == pytest.approx(30.0)
+
+
+def test_cluster_json_with_wrong_shape_is_exit_2(tmp_path):
+    for name in ("base", "new"):
+        folder = tmp_path / name / "cluster_analysis_output"
+        folder.mkdir(parents=True)
+        (folder / "cluster_step_trace_time.csv").write_text(
+            "Type,Index,Stage,Computing,Communication(Not Overlapped),Free\nrank,0,1,1,0,0\n")
+        (folder / "cluster_communication.json").write_text('{"g": {"step1": ["x"]}}')
+    result = CliRunner().invoke(main, [str(tmp_path / "base" / "cluster_analysis_output"),
+                                       str(tmp_path / "new" / "cluster_analysis_output"),
+                                       "-o", str(tmp_path / "out"), "-q"])
+    assert result.exit_code == 2
+    assert "cluster_communication.json" in result.output
+    assert "internal error" not in result.output

@@ -47,7 +47,8 @@ def _read_steps(path: Path) -> pd.DataFrame:
     frame["rank"] = pd.to_numeric(frame["index"], errors="coerce")
     if frame["rank"].isna().any():
         raise SchemaError(path, "non-numeric rank in the Index column")
-    frame["step"] = pd.to_numeric(frame.get("step"), errors="coerce").astype("Int64")
+    frame["step"] = pd.to_numeric(frame["step"], errors="coerce").astype("Int64") \
+        if "step" in frame else pd.array([pd.NA] * len(frame), dtype="Int64")
     for field in STAGE_FIELDS:
         frame[field] = pd.to_numeric(frame[field], errors="coerce").astype("float64") \
             if field in frame else float("nan")
@@ -64,7 +65,9 @@ def _read_comm(path: Path) -> pd.DataFrame:
             raise SchemaError(path, "expected step objects inside each group")
         for step_key, ops in steps.items():
             step = _step_number(step_key)
-            for op_key, by_rank in (ops or {}).items():
+            if not isinstance(ops, dict):
+                raise SchemaError(path, f"{step_key}: expected an object of operators")
+            for op_key, by_rank in ops.items():
                 if op_key.startswith("Total Op Info") or not isinstance(by_rank, dict):
                     continue
                 records += [_op_record(path, int(rank), step, op_key, info)

@@ -247,7 +247,8 @@ def read_step_trace_table(conn: sqlite3.Connection, tables: dict[str, set[str]],
     spans = pd.Series(step.to_numpy()).map(
         dict(zip(windows["step"], windows["end_ns"] - windows["start_ns"])))
     if spans.isna().all() and task_span_ns:
-        spans = pd.Series(float(task_span_ns), index=spans.index)
+        # No step windows: the run's span shared by its steps is each step's upper bound.
+        spans = pd.Series(float(task_span_ns) / max(len(spans), 1), index=spans.index)
     stage = pd.to_numeric(frame["stage"], errors="coerce").reset_index(drop=True)
     factor = _unit_factor(stage, spans)
     for field in STAGE_FIELDS:
