@@ -216,7 +216,19 @@ def expand(values: pd.Series, inverse: np.ndarray) -> pd.Categorical:
 def canonicalize(frame: pd.DataFrame, fusion_map: Path | None = None,
                  alias_map: Path | None = None) -> pd.DataFrame:
     """Replace raw ``op_type_raw``/``core`` with the canonical name columns (categoricals)."""
-    distinct, inverse = _distinct_rows(frame, ["op_name", "op_type_raw", "core"])
+    names = frame["op_name"].astype("category")
+    # Every collective has its own name (hcom_allReduce__586_12_1); its digits never
+    # decide the canonical columns, so fold them before taking distinct rows.
+    labels = pd.Series(names.cat.categories.astype(str))
+    is_comm = labels.str.lower().str.match(r"(?:hcom_|hccl)")
+    folded = labels.where(~is_comm, labels.str.replace(r"\d+", "", regex=True))
+    folded_codes, folded_labels = pd.factorize(folded)
+    codes = names.cat.codes.to_numpy()
+    key_codes = np.where(codes >= 0, folded_codes[codes] if len(labels) else -1, -1)
+    name_keys = pd.Categorical.from_codes(key_codes, categories=pd.Index(folded_labels))
+    keyed = pd.DataFrame({"op_name": name_keys, "op_type_raw": frame["op_type_raw"],
+                          "core": frame["core"]})
+    distinct, inverse = _distinct_rows(keyed, ["op_name", "op_type_raw", "core"])
     derived = canonical_names(distinct["op_name"], distinct["op_type_raw"], distinct["core"],
                               fusion_map, alias_map)
     out = frame.drop(columns=["op_type_raw", "core"])

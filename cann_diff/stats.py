@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-MAX_PAIRS_PER_SIDE = 500  # caps the n·m pairwise differences of the HL interval
+MAX_PAIRS_PER_SIDE = 300  # caps the n·m pairwise differences of the HL interval
 
 
 @dataclass(frozen=True)
