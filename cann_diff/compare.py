@@ -117,6 +117,7 @@ def compare_operators(base: Run, new: Run, matched: Matched, thresholds: Thresho
     for side in ("base", "new"):
         for column in ("instances", "count", "total_us", "count_min", "count_max"):
             table[f"{side}_{column}"] = table[f"{side}_{column}"].fillna(0)
+        table[f"{side}_instances"] = table[f"{side}_instances"].astype("int64")
     table["delta_us"] = table["new_total_us"] - table["base_total_us"]
     with np.errstate(divide="ignore", invalid="ignore"):
         table["delta_pct"] = np.where(table["base_total_us"] > 0,

@@ -1,0 +1,320 @@
+"""Benchmark cann-diff against the raw-read limit of its input.
+
+    python benchmarks/run.py --sizes 0.1,1          # rows per side, in millions
+
+For each size a base/new pair is generated once with benchmarks/generate.py and cached
+in ``benchmarks/.data/<rows>_r<ranks>/`` (delete that folder to regenerate; it is scratch
+data and is not tracked). Then, each repeated ``--repeat`` times (median reported):
+
+* **e2e** — ``cann-diff BASE NEW -o OUT --quiet --no-charts`` run as a subprocess
+  (``python -m cann_diff``, the package imported from ``--src``, default this checkout):
+  wall time, CPU time and peak RSS (``os.wait4`` rusage of that child);
+* **floor** — reading only the columns cann-diff needs from every kernel_details.csv of
+  both sides with ``pyarrow.csv.read_csv(include_columns=...)`` (Name, Type, Accelerator
+  Core, Start Time(us), Duration(us), Step Id, Input Shapes, Input Data Types, plus
+  Device_id when present), in a subprocess too, timed inside it (no interpreter start);
+* **startup** — cann-diff on the shipped 2-rank example pair (fixed cost: interpreter,
+  imports, report writing);
+* optionally **msprof-analyze compare --enable_kernel_compare** (its per type+shape kernel
+  comparison, the closest analogue) on the same pair, when the ``msprof-analyze`` command
+  is on PATH or given with ``--msprof-analyze`` (it needs a trace_view.json to start, so it
+  runs on a hard-linked view of the pair with an empty one, see ``msprof_view``).
+
+Printed as a Markdown table (and saved as JSON with ``--json FILE``): e2e / floor,
+peak RSS / input bytes (all files cann-diff reads, both sides) and seconds per million
+rows per side (linearity).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DATA = HERE / ".data"
+EXAMPLE = (ROOT / "examples" / "cann7.0.1.3", ROOT / "examples" / "cann8.0.RC2")
+FLOOR_COLUMNS = ["Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)",
+                 "Step Id", "Input Shapes", "Input Data Types"]
+
+FLOOR_SCRIPT = r"""
+import csv, json, os, sys, time
+import pyarrow.csv as pacsv
+wanted = json.loads(sys.argv[1])
+began, cpu = time.perf_counter(), os.times()
+rows = 0
+for path in sys.argv[2:]:
+    with open(path, newline="") as handle:
+        header = [h.strip() for h in next(csv.reader(handle))]
+    cols = [c for c in wanted + ["Device_id"] if c in header]
+    table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(include_columns=cols))
+    rows += table.num_rows
+done = os.times()
+print(json.dumps({"seconds": time.perf_counter() - began, "rows": rows,
+                  "cpu": done.user - cpu.user + done.system - cpu.system}))
+"""
+
+
+def run_child(cmd: list[str], cwd: Path | None = None, cpu: list | None = None,
+              env: dict | None = None) -> tuple[float, int, str]:
+    """Run ``cmd``; return (wall seconds, peak RSS bytes of that child, stdout).
+
+    The child's CPU seconds (user + system) are appended to ``cpu`` when given.
+    """
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        began = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=cwd, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - began
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if cpu is not None:
+            cpu.append(usage.ru_utime + usage.ru_stime)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{stderr[-2000:]}")
+    return wall, usage.ru_maxrss * 1024, stdout
+
+
+def ensure_pair(rows: int, ranks: int, data_dir: Path) -> Path:
+    """Generate (once) and return the cached pair directory for ``rows`` per side."""
+    pair = data_dir / f"{rows}_r{ranks}"
+    stamp = pair / "generated.json"
+    if stamp.is_file():
+        return pair
+    if pair.exists():
+        shutil.rmtree(pair)
+    sys.path.insert(0, str(HERE))
+    from generate import generate  # noqa: E402  (benchmarks/generate.py)
+
+    began = time.perf_counter()
+    generate(pair, rows, ranks)
+    seconds = time.perf_counter() - began
+    stamp.write_text(json.dumps({"rows": rows, "ranks": ranks, "seconds": seconds}))
+    print(f"  generated {pair} in {seconds:.1f} s", file=sys.stderr)
+    return pair
+
+
+def revision(src: Path) -> str:
+    """``<short sha>[+uncommitted]`` of the cann_diff at ``src`` when it is a git checkout."""
+    try:
+        sha = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--",
+                                "cann_diff"], capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return str(src)
+    if Path(subprocess.run(["git", "-C", str(src), "rev-parse", "--show-toplevel"],
+                           capture_output=True, text=True).stdout.strip()) != src:
+        return str(src)  # not the top of a checkout (e.g. an exported tree inside one)
+    return sha + ("+uncommitted" if dirty else "")
+
+
+def kernel_files(pair: Path) -> list[Path]:
+    return sorted(pair.glob("*/*_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"))
+
+
+def input_bytes(pair: Path) -> tuple[int, int]:
+    """(bytes of all files cann-diff reads, bytes of the kernel_details.csv files)."""
+    every = sum(p.stat().st_size for side in ("base", "new")
+                for p in (pair / side).rglob("*") if p.is_file())
+    return every, sum(p.stat().st_size for p in kernel_files(pair))
+
+
+def cann_diff_cmd(base: Path, new: Path, out: Path) -> list[str]:
+    return [sys.executable, "-m", "cann_diff", str(base), str(new), "-o", str(out),
+            "--quiet", "--no-charts"]
+
+
+def run_cann_diff(base: Path, new: Path, out: Path, args: argparse.Namespace,
+                  cpu: list | None = None) -> tuple[float, int, str]:
+    """cann-diff as a subprocess, importing the package from ``--src`` (default: this repo)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(args.src), os.environ.get("PYTHONPATH", "")) if p))
+    return run_child(cann_diff_cmd(base, new, out), cwd=args.src, cpu=cpu, env=env)
+
+
+def measure(rows: int, args: argparse.Namespace, startup: tuple[float, int]) -> dict:
+    pair = ensure_pair(rows, args.ranks, args.data_dir)
+    total_bytes, csv_bytes = input_bytes(pair)
+    files = [str(p) for p in kernel_files(pair)]
+    floor_cmd = [sys.executable, "-c", FLOOR_SCRIPT, json.dumps(FLOOR_COLUMNS), *files]
+    run_child(floor_cmd)  # warm the page cache
+    floors = []
+    for _ in range(args.repeat):
+        _, rss, stdout = run_child(floor_cmd)
+        floors.append((json.loads(stdout)["seconds"], rss, json.loads(stdout)["cpu"]))
+    e2e, e2e_cpu = [], []
+    with tempfile.TemporaryDirectory(dir=args.data_dir) as tmp:
+        for i in range(args.repeat):
+            out = Path(tmp) / f"report{i}"
+            wall, rss, _ = run_cann_diff(pair / "base", pair / "new", out, args, e2e_cpu)
+            e2e.append((wall, rss))
+            print(f"    e2e run {i + 1}: {wall:.2f} s, {rss / 2**20:.0f} MiB", file=sys.stderr)
+    result = {
+        "rows_per_side": rows, "ranks": args.ranks,
+        "input_bytes": total_bytes, "kernel_csv_bytes": csv_bytes,
+        "floor_s": statistics.median(f[0] for f in floors),
+        "floor_all_s": [round(f[0], 3) for f in floors],
+        "floor_rss": statistics.median(f[1] for f in floors),
+        "floor_cpu_s": statistics.median(f[2] for f in floors),
+        "e2e_cpu_s": statistics.median(e2e_cpu),
+        "e2e_s": statistics.median(e[0] for e in e2e),
+        "e2e_all_s": [round(e[0], 3) for e in e2e],
+        "peak_rss": statistics.median(e[1] for e in e2e),
+        "startup_s": startup[0], "startup_rss": startup[1], "src": args.revision,
+    }
+    msprof = args.msprof_analyze or shutil.which("msprof-analyze")
+    if msprof and rows > args.msprof_max_rows:
+        print(f"  msprof-analyze skipped above {args.msprof_max_rows:,} rows per side "
+              "(--msprof-max-rows; it needs about 4.4 GB RSS per million rows)", file=sys.stderr)
+    elif msprof:
+        measured = measure_msprof(msprof, pair, args)
+        if measured:
+            result["msprof_s"], result["msprof_rss"] = measured
+    return result
+
+
+def msprof_view(pair: Path) -> list[tuple[Path, Path]]:
+    """Hard-linked copy of the pair that msprof-analyze accepts; (base, new) rank dirs.
+
+    ``msprof-analyze compare`` refuses a directory without ASCEND_PROFILER_OUTPUT/
+    trace_view.json; its kernel comparison (``--enable_kernel_compare``) reads only
+    kernel_details.csv, so an empty ``[]`` trace is enough. The view lives beside
+    base/ and new/ so that cann-diff's inputs stay untouched.
+    """
+    view = pair / "msprof_view"
+    ranks = []
+    for side in ("base", "new"):
+        dirs = []
+        for src in sorted((pair / side).glob("*_ascend_pt")):
+            dst = view / side / src.name
+            if not dst.exists():
+                (dst / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+                for file in src.rglob("*"):
+                    if file.is_file():
+                        os.link(file, dst / file.relative_to(src))
+                (dst / "ASCEND_PROFILER_OUTPUT" / "trace_view.json").write_text("[]\n")
+            dirs.append(dst)
+        ranks.append(dirs)
+    return list(zip(*ranks))
+
+
+def measure_msprof(msprof: str, pair: Path, args: argparse.Namespace) -> tuple[float, int] | None:
+    """msprof-analyze kernel compare, one call per rank (it compares one rank per call).
+
+    Returns (median total seconds, max peak RSS bytes), or None when it fails.
+    """
+    times, peak = [], 0
+    with tempfile.TemporaryDirectory(dir=args.data_dir) as tmp:
+        for i in range(args.repeat):
+            total = 0.0
+            for r, (base, new) in enumerate(msprof_view(pair)):
+                out = Path(tmp) / f"msprof{i}_{r}"
+                out.mkdir()
+                cmd = [msprof, "compare", "-d", str(new), "-bp", str(base), "-o", str(out),
+                       "--enable_kernel_compare", "--force"]
+                try:
+                    wall, rss, _ = run_child(cmd)
+                except RuntimeError as exc:
+                    print(f"  msprof-analyze failed: {exc}", file=sys.stderr)
+                    return None
+                if not list(out.glob("*.xlsx")):
+                    print("  msprof-analyze wrote no result; not timed", file=sys.stderr)
+                    return None
+                total += wall
+                peak = max(peak, rss)
+            times.append(total)
+            print(f"    msprof-analyze run {i + 1}: {total:.2f} s, {peak / 2**20:.0f} MiB",
+                  file=sys.stderr)
+    return statistics.median(times), peak
+
+
+def table(results: list[dict]) -> str:
+    """Markdown table; MB = 10^6 bytes."""
+    has_msprof = any("msprof_s" in r for r in results)
+    head = ["rows/side", "input MB", "floor s", "e2e s", "e2e/floor", "(e2e−startup)/floor",
+            "CPU e2e/floor",
+            "peak RSS MB", "RSS/input", "(RSS−startup RSS)/input", "e2e s per M rows",
+            "marginal s per M rows"]
+    if has_msprof:
+        head += ["msprof-analyze s", "msprof-analyze RSS MB"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    previous = None
+    for r in results:
+        m = r["rows_per_side"] / 1e6
+        marginal = "—" if previous is None else \
+            f"{(r['e2e_s'] - previous['e2e_s']) / (m - previous['rows_per_side'] / 1e6):.2f}"
+        cells = [f"{r['rows_per_side']:,}", f"{r['input_bytes'] / 1e6:,.0f}",
+                 f"{r['floor_s']:.3f}", f"{r['e2e_s']:.2f}",
+                 f"{r['e2e_s'] / r['floor_s']:.1f}×",
+                 f"{max(0.0, r['e2e_s'] - r['startup_s']) / r['floor_s']:.1f}×",
+                 f"{r['e2e_cpu_s'] / r['floor_cpu_s']:.1f}×",
+                 f"{r['peak_rss'] / 1e6:,.0f}", f"{r['peak_rss'] / r['input_bytes']:.2f}×",
+                 f"{max(0, r['peak_rss'] - r['startup_rss']) / r['input_bytes']:.2f}×",
+                 f"{r['e2e_s'] / m:.2f}", marginal]
+        if has_msprof:
+            cells += [f"{r['msprof_s']:.2f}" if r.get("msprof_s") else "—",
+                      f"{r['msprof_rss'] / 1e6:,.0f}" if r.get("msprof_rss") else "—"]
+        lines.append("| " + " | ".join(cells) + " |")
+        previous = r
+    startup = results[0]
+    lines.append(f"\ncann_diff: {startup['src']}; startup (cann-diff on the shipped example pair): "
+                 f"{startup['startup_s']:.2f} s, "
+                 f"{startup['startup_rss'] / 1e6:,.0f} MB peak RSS; floor = pyarrow.csv read of "
+                 "the needed kernel_details.csv columns, both sides; CPU = user + system "
+                 "seconds (the floor's measured inside its process, around the reads); medians of "
+                 f"{len(results[0]['e2e_all_s'])} runs.")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="0.1,1,4",
+                        help="rows per side in millions, comma-separated (default 0.1,1,4)")
+    parser.add_argument("--ranks", type=int, default=1, help="ranks per side (default 1)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (median)")
+    parser.add_argument("--data-dir", type=Path, default=DATA,
+                        help="cache of generated pairs (default benchmarks/.data)")
+    parser.add_argument("--src", type=Path, default=ROOT,
+                        help="directory holding the cann_diff package to benchmark, e.g. an "
+                             "exported older revision (default: this checkout)")
+    parser.add_argument("--msprof-analyze", default=None,
+                        help="msprof-analyze executable (default: from PATH when installed)")
+    parser.add_argument("--msprof-max-rows", type=float, default=1e6,
+                        help="largest size (rows per side) given to msprof-analyze (default 1e6)")
+    parser.add_argument("--json", type=Path, default=None, help="also write results as JSON")
+    args = parser.parse_args(argv)
+    sizes = [int(round(float(s) * 1e6)) for s in args.sizes.split(",") if s.strip()]
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    args.src = args.src.resolve()
+    args.revision = revision(args.src)
+    if not (args.src / "cann_diff" / "__init__.py").is_file():
+        parser.error(f"--src {args.src}: no cann_diff package there")
+
+    with tempfile.TemporaryDirectory(dir=args.data_dir) as tmp:
+        runs = [run_cann_diff(*EXAMPLE, Path(tmp) / f"s{i}", args)
+                for i in range(args.repeat)]  # also warms the interpreter's file cache
+    startup = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
+    print(f"startup (example pair): {startup[0]:.2f} s, {startup[1] / 2**20:.0f} MiB",
+          file=sys.stderr)
+    results = []
+    for rows in sorted(sizes):
+        print(f"{rows:,} rows per side", file=sys.stderr)
+        results.append(measure(rows, args, startup))
+    print(table(results))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
