@@ -109,7 +109,8 @@ def _write_report(result, out_dir: Path, charts_wanted: bool) -> None:
 @click.option("--scheduler", metavar="ADDRESS",
               help="Read ranks on this Dask scheduler (pip install 'cann-diff[dask]').")
 @click.option("--no-charts", is_flag=True, help="Skip the PNG charts.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress messages on stderr.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="No progress or warnings on stderr (progress shows only on a terminal).")
 @click.version_option(package_name="cann-diff")
 def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, threshold,
          fail_pct, fusion_map, alias_map, jobs, scheduler, no_charts, quiet):
@@ -127,15 +128,17 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
     """
     started = time.monotonic()
 
+    watching = not quiet and sys.stderr.isatty()
+
     def progress(message: str) -> None:
-        if not quiet:
+        if watching:  # progress is for a person at a terminal, not for CI logs
             click.echo(f"[{time.monotonic() - started:5.1f}s] {message}", err=True)
 
     bars = {}
 
     def rank_progress(side: str, done: int, total: int) -> None:
         # A bar only where someone watches: a terminal, several ranks, not --quiet.
-        if quiet or total < 2 or not sys.stderr.isatty():
+        if not watching or total < 2:
             return
         if side not in bars:
             bars[side] = click.progressbar(length=total, label=f"reading {side} ranks",
@@ -173,6 +176,12 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
         click.echo(f"cann-diff: internal error: {type(exc).__name__}: {exc} "
                    "(please report it with the inputs' layout)", err=True)
         sys.exit(EXIT_BAD_INPUT)
+    if not quiet:
+        for side in ("base", "new"):
+            for warning in result.report.__dict__[side]["warnings"]:
+                click.echo(f"cann-diff: warning: {side}: {warning}", err=True)
+        for warning in result.report.warnings:
+            click.echo(f"cann-diff: warning: {warning}", err=True)
     click.echo(_summary(result.report, out_dir or out))
     step = result.comparison.step
     if gate is not None and step.significant is not False and step.delta_pct >= gate:
