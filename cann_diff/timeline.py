@@ -77,29 +77,37 @@ def step_breakdown_from_kernels(ops: pd.DataFrame) -> pd.DataFrame:
     return result
 
 
+def _covered_until(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Length of the disjoint sorted intervals [s, e) lying before each time ``t``."""
+    if len(s) == 0:
+        return np.zeros(len(t), dtype=np.int64)
+    covered_before = np.concatenate(([0], np.cumsum(e - s)))
+    idx = np.searchsorted(s, t, side="right") - 1
+    at = np.maximum(idx, 0)
+    inside = np.clip(t - s[at], 0, (e - s)[at])
+    return np.where(idx >= 0, covered_before[at] + inside, 0)
+
+
 def exposed_communication_us(ops: pd.DataFrame) -> pd.Series:
     """Exposed time (µs) of each communication op: its duration minus its overlap with
     the union of computation on the same rank. Index: the communication rows of ``ops``.
     """
-    comm_rows = ops.index[ops["category"].isin(COMM_CATEGORIES).to_numpy()]
-    exposed = pd.Series(0.0, index=comm_rows)
+    is_comm = ops["category"].isin(COMM_CATEGORIES).to_numpy()
     start = ops["start_ns"].to_numpy(np.int64)
     end = start + np.rint(ops["dur_us"].to_numpy() * 1000).astype(np.int64)
-    is_comm = ops["category"].isin(COMM_CATEGORIES).to_numpy()
     ranks = ops["rank"].to_numpy()
-    for rank in np.unique(ranks[is_comm]):  # one pass per rank, vectorized within it
-        on_rank = ranks == rank
-        compute = on_rank & ~is_comm
-        merged = merged_intervals(start[compute], end[compute], np.zeros(compute.sum(), np.int64))
+    # Sort rows by rank once and slice, rather than masking all rows for every rank.
+    order = np.argsort(ranks, kind="stable")
+    bounds = np.flatnonzero(np.diff(ranks[order])) + 1
+    exposed = np.zeros(len(ops))
+    for rows in np.split(order, bounds):
+        comm_rows = rows[is_comm[rows]]
+        if len(comm_rows) == 0:
+            continue
+        compute_rows = rows[~is_comm[rows]]
+        merged = merged_intervals(start[compute_rows], end[compute_rows],
+                                  np.zeros(len(compute_rows), np.int64))
         s, e = merged["start"].to_numpy(), merged["end"].to_numpy()
-        covered_before = np.concatenate(([0], np.cumsum(e - s)))
-
-        def covered_until(t, s=s, e=e, covered_before=covered_before):
-            idx = np.searchsorted(s, t, side="right") - 1
-            inside = np.clip(t - s[np.maximum(idx, 0)], 0, (e - s)[np.maximum(idx, 0)])
-            return np.where(idx >= 0, covered_before[np.maximum(idx, 0)] + inside, 0)
-
-        rows = on_rank & is_comm
-        overlap = covered_until(end[rows]) - covered_until(start[rows]) if len(s) else 0
-        exposed.loc[ops.index[rows]] = (end[rows] - start[rows] - overlap) / 1000.0
-    return exposed
+        overlap = _covered_until(end[comm_rows], s, e) - _covered_until(start[comm_rows], s, e)
+        exposed[comm_rows] = (end[comm_rows] - start[comm_rows] - overlap) / 1000.0
+    return pd.Series(exposed[is_comm], index=ops.index[is_comm])

@@ -8,14 +8,13 @@ FORMATS.md's priority order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pandas.api.types import union_categoricals
 
 from ..canonical import canonicalize, normalize_distinct, normalize_dtypes, normalize_shapes
 from ..errors import InputError
@@ -23,6 +22,7 @@ from ..schema import OP_COLUMNS, STEP_COLUMNS, Run, RunMeta, conform_ops, empty_
 from ..timeline import step_breakdown_from_kernels
 from . import cluster_output, msprof_dirs, sqlite_db, torch_text, trace_json
 from .base import RankData
+from .derive import concat_frames
 
 
 @dataclass(frozen=True)
@@ -64,25 +64,6 @@ def find_rank_sources(path: Path) -> tuple[Format, list[Path]]:
     wanted = "; ".join(f.looks_for for f in FORMATS)
     raise InputError(path, f"no profile found: looked for {wanted} in this directory and "
                            "in its subdirectories")
-
-
-def concat_frames(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
-    """Concatenate frames keeping categorical columns categorical (union of categories).
-
-    Categorical columns are joined with union_categoricals directly: pd.concat of
-    categoricals with different categories would expand them to strings first.
-    """
-    frames = [f for f in frames if f is not None and len(f.columns)]
-    if not frames:
-        return pd.DataFrame()
-    if len(frames) == 1:
-        return frames[0].reset_index(drop=True)
-    categorical = [c for c in frames[0].columns
-                   if isinstance(frames[0][c].dtype, pd.CategoricalDtype)]
-    plain = pd.concat([f.drop(columns=categorical) for f in frames], ignore_index=True)
-    for column in categorical:
-        plain[column] = union_categoricals([f[column] for f in frames], ignore_order=True)
-    return plain[list(frames[0].columns)]
 
 
 def _assign_ranks(datas: list[RankData]) -> tuple[list[RankData], list[str]]:

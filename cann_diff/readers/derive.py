@@ -85,21 +85,27 @@ def by_category(values: pd.Series, func) -> pd.Series:
     return pd.Series(mapped[codes], index=values.index)
 
 
-def concat_categorical(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Concatenate frames keeping categorical columns categorical (union of categories)."""
-    frames = [f for f in frames if f is not None]
+def concat_frames(frames) -> pd.DataFrame:
+    """Concatenate frames keeping categorical columns categorical (union of categories).
+
+    Categorical columns are joined with union_categoricals directly: pd.concat of
+    categoricals with different categories would expand them to strings first. Their
+    categories are aligned on object first (an all-N/A column comes back from pyarrow
+    with empty float categories).
+    """
+    frames = [f for f in frames if f is not None and len(f.columns)]
+    if not frames:
+        return pd.DataFrame()
     if len(frames) == 1:
         return frames[0].reset_index(drop=True)
-    merged = pd.concat(frames, ignore_index=True)
-    for column in frames[0].columns:
-        if all(column in f and isinstance(f[column].dtype, pd.CategoricalDtype)
-               for f in frames):
-            # Category dtypes differ between slices (an all-N/A column comes back with
-            # empty float categories from pyarrow): align on object before the union.
-            parts = [pd.Categorical.from_codes(f[column].cat.codes, categories=pd.Index(
-                f[column].cat.categories.astype(object), dtype=object)) for f in frames]
-            merged[column] = union_categoricals(parts, ignore_order=True)
-    return merged
+    categorical = [c for c in frames[0].columns
+                   if all(c in f and isinstance(f[c].dtype, pd.CategoricalDtype) for f in frames)]
+    merged = pd.concat([f.drop(columns=categorical) for f in frames], ignore_index=True)
+    for column in categorical:
+        parts = [pd.Categorical.from_codes(f[column].cat.codes, categories=pd.Index(
+            f[column].cat.categories.astype(object), dtype=object)) for f in frames]
+        merged[column] = union_categoricals(parts, ignore_order=True)
+    return merged[list(frames[0].columns)]
 
 
 def as_category(values) -> pd.Categorical:

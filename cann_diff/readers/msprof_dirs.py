@@ -25,7 +25,7 @@ from ..errors import InputError
 from . import sqlite_db, trace_json
 from .base import RankData
 from .csv_files import read_kernel_table
-from .derive import CHIP_TABLE, concat_categorical
+from .derive import CHIP_TABLE, concat_frames
 
 FORMAT = "msprof"
 PROF_DIR = re.compile(r"^PROF_\d+_\d+_[0-9a-zA-Z]+$")
@@ -99,14 +99,14 @@ def read_op_summaries(files: list[Path]) -> tuple[pd.DataFrame, list[str]]:
         frame, found = read_kernel_table(file)
         frames.append(frame)
         warnings += [w for w in found if w not in warnings]
-    ops = concat_categorical(frames).sort_values("start_ns", kind="stable")
+    ops = concat_frames(frames).sort_values("start_ns", kind="stable")
     return _mark_copies(ops.reset_index(drop=True)), warnings
 
 
 def read_timelines(files: list[Path]) -> pd.DataFrame:
     """Operators from msprof timeline JSON slices (copies kept as MEMCPY_ASYNC)."""
     frames = [trace_json.read_events(file, include_memcpy=True)[0] for file in files]
-    return concat_categorical(frames).sort_values("start_ns", kind="stable")
+    return concat_frames(frames).sort_values("start_ns", kind="stable")
 
 
 def _timeline_files(root: Path) -> list[Path]:

@@ -29,7 +29,7 @@ from ..canonical import canonical_names
 from ..errors import InputError, SchemaError
 from ..schema import COMM_COLUMNS, STAGE_FIELDS
 from .base import RankData
-from .derive import as_category, assign_steps, concat_categorical
+from .derive import as_category, assign_steps, concat_frames
 from .json_files import LINK_COLUMNS, LINK_TYPES, read_profiler_info
 
 FORMAT = "ascend_db"
@@ -195,7 +195,7 @@ def _to_ops(frames: list[pd.DataFrame | None], windows: pd.DataFrame,
     frames = [f for f in frames if f is not None and len(f)]
     if not frames:
         raise InputError(path, "no kernel rows in COMPUTE_TASK_INFO/COMMUNICATION_OP")
-    ops = concat_categorical(frames)
+    ops = concat_frames(frames)
     for column in ("start_ns", "end_ns"):
         ops[column] = pd.to_numeric(ops[column], errors="coerce")
     if ops[["start_ns", "end_ns"]].isna().any().any():
