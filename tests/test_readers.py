@@ -592,3 +592,19 @@ COPIED_FILES = sorted(str(p.relative_to(COPIES)) for p in COPIES.rglob("*")
 @pytest.mark.parametrize("relative", COPIED_FILES)
 def test_copy_is_byte_identical_to_shared_realdata(relative):
     assert (COPIES / relative).read_bytes() == (REALDATA / relative).read_bytes()
+
+
+def test_mindspore_ascend_ms_text_export_reads_with_step_ID_header(tmp_path):
+    """FORMATS.md §8: a MindSpore result has the torch_npu layout, `Step ID` spelling."""
+    source = DATA / "realdata" / "Ascend__msinsight/test/data/pytorch/text/level1/rank0_ascend_pt"
+    rank_dir = tmp_path / "worker_1_20250109_ascend_ms"
+    shutil.copytree(source, rank_dir)
+    kernels = rank_dir / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    text = kernels.read_text()
+    kernels.write_text(text.replace("Step Id,", "Step ID,", 1))
+    with open(source / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", newline="") as handle:
+        rows = list(csv.reader(handle))[1:]
+    run = load_run(rank_dir)
+    assert run.label == "worker_1_20250109"
+    assert len(run.ops) == len(rows)
+    assert set(run.ops["step"].dropna().astype(int)) == {int(r[0]) for r in rows}
