@@ -57,6 +57,24 @@ All sizes in MB (MiB, as the profiler writes them), times in ms; ``null`` when u
 - ``growth``: ``null`` or the ``memory-growth`` finding ``{"id": "memory-growth",
   "severity": "high|medium", "title", "detail", "delta_mb"}``, raised when peak reserved
   grew by ≥ ``threshold_pct``; ``high`` from twice the threshold or 1 GB on.
+- ``copies``: ``null`` (no copy in either run) or host↔device copies, ``{"units": {"base",
+  "new"}, "directions": [...], "total": {...}}``. ``units`` counts the (rank, step) units
+  of each run's kernels; every row (``total`` is the sum over directions, ``direction``
+  ``"all"``) is ``{"direction": "host_to_device|device_to_host|device_to_device|other|
+  unknown", "base_count", "new_count", "base_time_us", "new_time_us", "delta_time_us",
+  "delta_pct", "base_mb", "new_mb", "delta_mb"}``: count and device time per step (mean
+  over units, from the ``memcpy`` kernel rows; direction from the op name/type, else
+  ``unknown``), MB per rank (mean over the ranks with copies) over the whole profile
+  from the db's MEMCPY_INFO (direction
+  from ENUM_MEMCPY_OPERATION; ``null`` without a db). Kernel rows rarely name a direction
+  while the db always does, so counts and MB may sit on different rows.
+- ``hbm``: ``null`` (neither run sampled HBM) or ``{"directions": [...]}``, one row per
+  ``read``/``write``: ``{"direction", "base_mean_gbps", "new_mean_gbps",
+  "delta_mean_gbps", "delta_mean_pct", "base_peak_gbps", "new_peak_gbps",
+  "delta_peak_gbps", "delta_peak_pct", "base_samples", "new_samples"}``. Bandwidth of a
+  device at a sample is the sum over its HBM stacks, in GB/s (10⁹ B/s); mean and peak are
+  over every sample of every rank. From the db's ``HBM`` table, else the ``HBM`` counters
+  of trace_view.json; ``null`` figures on the side that did not sample.
 - ``warnings``: missing files and other caveats, prefixed ``base:``/``new:``.
 """
 
@@ -69,25 +87,34 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .compare import units_of
 from .errors import InputError
 from .readers import concat_frames, find_rank_sources
 from .readers.memory_files import (
+    COPY_COLUMNS,
+    COPY_DIRECTIONS,
     DB_GLOB,
+    HBM_COLUMNS,
     MEMORY_RECORD,
     MODULE_COLUMNS,
     NPU_MODULE_MEM,
     OPERATOR_COLUMNS,
     OPERATOR_MEMORY,
     RECORD_COLUMNS,
+    TRACE_VIEW,
+    copy_direction,
     db_tables,
     empty_frame,
     open_db,
+    read_db_copies,
+    read_db_hbm,
     read_db_modules,
     read_db_operators,
     read_db_records,
     read_memory_record,
     read_npu_module_mem,
     read_operator_memory,
+    read_trace_hbm,
 )
 from .readers.torch_text import output_dir, rank_dir_of
 
@@ -96,6 +123,7 @@ ALLOCATED_ORDER = ("PTA+GE", "PTA", "GE")
 HEADLINE_MB = 1024.0  # 1 GB moves the headline whatever the percentage
 MAX_POINTS = 2000
 MEMORY_FILES = (MEMORY_RECORD, OPERATOR_MEMORY, NPU_MODULE_MEM)
+MIB_BYTES = float(2**20)
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,6 +133,8 @@ class MemoryData:
     ``records``: rank, component, time_us, allocated_mb (NaN when not recorded),
     reserved_mb. ``operators``: rank, name, size_mb (one row per allocation).
     ``modules``: rank, component, time_us, reserved_mb. ``warnings`` name what is missing.
+    ``copies``: rank, direction, count, bytes (db MEMCPY_INFO totals over the profile).
+    ``hbm``: rank, direction (read/write), time_us, gbps (device bandwidth per sample).
     """
 
     ranks: tuple[int, ...]
@@ -112,6 +142,13 @@ class MemoryData:
     operators: pd.DataFrame
     modules: pd.DataFrame
     warnings: tuple[str, ...] = ()
+    copies: pd.DataFrame = field(default_factory=lambda: _no_rows(COPY_COLUMNS))
+    hbm: pd.DataFrame = field(default_factory=lambda: _no_rows(HBM_COLUMNS))
+
+
+def _no_rows(columns: tuple[str, ...]) -> pd.DataFrame:
+    frame = empty_frame(columns).astype({"direction": "object"})
+    return frame.assign(rank=pd.Series(dtype="int64"))[["rank", *columns]]
 
 
 @dataclass(frozen=True)
@@ -165,6 +202,39 @@ class MemorySeries:
 
 
 @dataclass(frozen=True)
+class CopyChange:
+    """Host↔device copies of one direction: count and µs per step, MB per rank (db)."""
+
+    direction: str
+    base_count: float | None
+    new_count: float | None
+    base_time_us: float | None
+    new_time_us: float | None
+    delta_time_us: float | None
+    delta_pct: float | None
+    base_mb: float | None
+    new_mb: float | None
+    delta_mb: float | None
+
+
+@dataclass(frozen=True)
+class BandwidthChange:
+    """HBM bandwidth of one direction (read/write), GB/s; None on a side without samples."""
+
+    direction: str
+    base_mean_gbps: float | None
+    new_mean_gbps: float | None
+    delta_mean_gbps: float | None
+    delta_mean_pct: float | None
+    base_peak_gbps: float | None
+    new_peak_gbps: float | None
+    delta_peak_gbps: float | None
+    delta_peak_pct: float | None
+    base_samples: int
+    new_samples: int
+
+
+@dataclass(frozen=True)
 class MemoryComparison:
     """Base vs new device memory; ``to_dict()`` keys are listed in the module docstring."""
 
@@ -184,6 +254,10 @@ class MemoryComparison:
     headline: str | None
     growth: dict | None
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    copy_units: tuple[int, int] | None = None
+    copies: tuple[CopyChange, ...] = ()
+    copies_total: CopyChange | None = None
+    hbm: tuple[BandwidthChange, ...] = ()
 
     def to_dict(self) -> dict:
         """JSON-ready form (the ``memory`` object of report.json)."""
@@ -203,6 +277,11 @@ class MemoryComparison:
             "headline": self.headline,
             "growth": dict(self.growth) if self.growth else None,
             "warnings": list(self.warnings),
+            "copies": None if self.copies_total is None else {
+                "units": {"base": self.copy_units[0], "new": self.copy_units[1]},
+                "directions": [asdict(c) for c in self.copies],
+                "total": asdict(self.copies_total)},
+            "hbm": {"directions": [asdict(h) for h in self.hbm]} if self.hbm else None,
         }
 
 
@@ -270,16 +349,26 @@ def _missing(label: str, text_name: str, table: str, has_db: bool, what: str) ->
     return f"{label}: no {text_name}{twin}; {what} (was profile_memory=True?)"
 
 
-def _read_rank(rank_dir: Path, rank: int) -> tuple[pd.DataFrame, pd.DataFrame,
-                                                    pd.DataFrame, list[str]]:
-    """Read one rank: text files first, each missing one from the db twin when present."""
+def _read_rank(rank_dir: Path, rank: int) -> tuple[pd.DataFrame, ...]:
+    """Read one rank: text files first, each missing one from the db twin when present.
+
+    Returns records, operators, modules, warnings, copies and HBM samples. Copy bytes
+    come from the db only; HBM from the db, else from trace_view.json.
+    """
     out, dbs = _locate(rank_dir)
     label = f"rank {rank} ({rank_dir_of(out).name})"
     warnings = [f"{label}: several profiler dbs; using {dbs[0].name}"] if len(dbs) > 1 else []
     text = {name: (out / name).is_file() for name in MEMORY_FILES}
-    connection = open_db(dbs[0]) if dbs and not all(text.values()) else None
+    connection = open_db(dbs[0]) if dbs else None
     try:
-        tables = db_tables(connection, dbs[0]) if connection else set()
+        try:
+            tables = db_tables(connection, dbs[0]) if connection else set()
+        except InputError as exc:
+            if not all(text.values()):
+                raise
+            # Every memory file is in text: the db only adds copies and HBM samples.
+            tables = set()
+            warnings.append(f"{label}: {exc}; copies and HBM bandwidth not read from it")
         if text[MEMORY_RECORD]:
             records, notes = read_memory_record(out / MEMORY_RECORD)
             warnings += [f"{label}: {note}" for note in notes]
@@ -306,15 +395,35 @@ def _read_rank(rank_dir: Path, rank: int) -> tuple[pd.DataFrame, pd.DataFrame,
             modules = empty_frame(MODULE_COLUMNS)
             warnings.append(_missing(label, NPU_MODULE_MEM, "NPU_MODULE_MEM", bool(dbs),
                                      "memory per module unknown"))
+        copies = read_db_copies(connection, dbs[0], tables) if "MEMCPY_INFO" in tables \
+            else _no_rows(COPY_COLUMNS).drop(columns="rank")
+        if "HBM" in tables:
+            hbm = read_db_hbm(connection, dbs[0])
+        elif (out / TRACE_VIEW).is_file() and \
+                (out / TRACE_VIEW).stat().st_size <= TRACE_HBM_MAX_BYTES:
+            hbm = read_trace_hbm(out / TRACE_VIEW)
+        else:
+            if (out / TRACE_VIEW).is_file():
+                # Streaming a multi-GB trace again only for HBM counters would dominate the
+                # run; the db export carries the same samples in its HBM table.
+                warnings.append(f"{label}: {TRACE_VIEW} over "
+                                f"{TRACE_HBM_MAX_BYTES // 2**20} MiB: HBM bandwidth not read "
+                                "(export_type=db has it in the HBM table)")
+            hbm = _no_rows(HBM_COLUMNS).drop(columns="rank")
     finally:
         if connection is not None:
             connection.close()
-    return records, operators, modules, warnings
+    return records, operators, modules, warnings, copies, hbm
+
+
+TRACE_HBM_MAX_BYTES = 256 * 2**20
 
 
 def _stack(frames: list[pd.DataFrame], ranks: list[int], columns: tuple[str, ...]):
     tagged = [f.assign(rank=rank) for f, rank in zip(frames, ranks) if len(f)]
     if not tagged:
+        if "direction" in columns:
+            return _no_rows(columns)
         return empty_frame(columns).assign(rank=pd.Series(dtype="int64"))[["rank", *columns]]
     return concat_frames(tagged)[["rank", *columns]]
 
@@ -336,6 +445,8 @@ def read_memory(path: str | Path) -> MemoryData:
         operators=_stack([p[1] for p in parts], ranks, OPERATOR_COLUMNS),
         modules=_stack([p[2] for p in parts], ranks, MODULE_COLUMNS),
         warnings=tuple(warnings),
+        copies=_stack([p[4] for p in parts], ranks, COPY_COLUMNS),
+        hbm=_stack([p[5] for p in parts], ranks, HBM_COLUMNS),
     )
 
 
@@ -525,17 +636,134 @@ def _comparison_warnings(base: MemoryData, new: MemoryData,
     return warnings
 
 
+# --------------------------------------------------------------------------- data movement
+
+
+def copy_summary(ops: pd.DataFrame) -> dict:
+    """Host↔device copies of a ``Run.ops`` frame, per (rank, step) unit.
+
+    Copies are the rows of category ``memcpy``; units are the (rank, step) pairs of the
+    whole frame (a unit without a copy counts as zero). Direction comes from the op name
+    and types (``MEMCPY_H2D``, ``Memcpy DtoH``, ``…host_to_device``), else ``unknown``.
+    Returns ``{"units", "count", "time_us", "directions": {direction: {"count",
+    "time_us"}}}``, counts and µs as means per unit; ``units`` is 0 for an empty frame.
+    """
+    units = int(units_of(ops).nunique()) if len(ops) else 0
+    copies = ops[(ops["category"].astype(str) == "memcpy").to_numpy()]
+    text = copies["op_name"].astype(str) + " " + copies["op_type_raw"].astype(str) + " " \
+        + copies["op_type"].astype(str)
+    table = pd.DataFrame({"direction": copy_direction(text).to_numpy(),
+                          "dur_us": copies["dur_us"].to_numpy(dtype="float64")})
+    grouped = table.groupby("direction", sort=True)["dur_us"].agg(["size", "sum"])
+    per_unit = max(units, 1)
+    directions = {str(d): {"count": float(row["size"]) / per_unit,
+                           "time_us": float(row["sum"]) / per_unit}
+                  for d, row in grouped.iterrows()}
+    return {"units": units, "count": len(table) / per_unit,
+            "time_us": float(table["dur_us"].sum()) / per_unit, "directions": directions}
+
+
+def _copy_bytes(copies: pd.DataFrame) -> pd.Series:
+    """MB per rank by direction: db totals, mean over the ranks that recorded copies."""
+    if copies.empty:
+        return pd.Series(dtype="float64")
+    ranks = max(copies["rank"].nunique(), 1)
+    return copies.groupby("direction")["bytes"].sum() / MIB_BYTES / ranks
+
+
+def _diff(base: float | None, new: float | None) -> float | None:
+    return None if base is None or new is None else new - base
+
+
+def _copy_row(direction: str, base: dict | None, new: dict | None,
+              base_mb: float | None, new_mb: float | None) -> CopyChange:
+    base_time, new_time = (_num(s["time_us"]) if s is not None else None for s in (base, new))
+    delta = _diff(base_time, new_time)
+    return CopyChange(direction, _num(base["count"]) if base is not None else None,
+                      _num(new["count"]) if new is not None else None, base_time, new_time,
+                      delta, None if delta is None else _pct(delta, base_time),
+                      base_mb, new_mb, _diff(base_mb, new_mb))
+
+
+def _copy_changes(base: MemoryData, new: MemoryData, base_copies: dict | None,
+                  new_copies: dict | None) -> tuple[tuple[int, int] | None,
+                                                    tuple[CopyChange, ...], CopyChange | None]:
+    base_mb, new_mb = _copy_bytes(base.copies), _copy_bytes(new.copies)
+    counted = [s for s in (base_copies, new_copies) if s is not None]
+    if not (any(s["count"] for s in counted) or len(base_mb) or len(new_mb)):
+        return None, (), None
+    zero = {"count": 0.0, "time_us": 0.0}
+
+    def side(summary: dict | None, direction: str) -> dict | None:
+        return None if summary is None else summary["directions"].get(direction, zero)
+
+    def mb(table: pd.Series, has_db: bool, direction: str | None = None) -> float | None:
+        if not has_db:
+            return None
+        return float(table.sum() if direction is None else table.get(direction, 0.0))
+
+    has_base_db, has_new_db = len(base_mb) > 0, len(new_mb) > 0
+    seen = set(base_mb.index) | set(new_mb.index)
+    for summary in counted:
+        seen |= set(summary["directions"])
+    rows = tuple(_copy_row(d, side(base_copies, d), side(new_copies, d),
+                           mb(base_mb, has_base_db, d), mb(new_mb, has_new_db, d))
+                 for d in COPY_DIRECTIONS if d in seen)
+    total = _copy_row("all", base_copies, new_copies, mb(base_mb, has_base_db),
+                      mb(new_mb, has_new_db))
+    units = (base_copies["units"] if base_copies else 0, new_copies["units"] if new_copies else 0)
+    return units, rows, total
+
+
+def _bandwidth(hbm: pd.DataFrame) -> pd.DataFrame:
+    return hbm.groupby("direction")["gbps"].agg(mean="mean", peak="max", samples="size")
+
+
+def _hbm_changes(base: MemoryData, new: MemoryData) -> tuple[BandwidthChange, ...]:
+    b, n = _bandwidth(base.hbm), _bandwidth(new.hbm)
+    rows = []
+    for direction in ("read", "write"):
+        if direction not in b.index and direction not in n.index:
+            continue
+        bs = b.loc[direction] if direction in b.index else None
+        ns = n.loc[direction] if direction in n.index else None
+        values = {f"{side}_{k}_gbps": (None if s is None else float(s[k]))
+                  for side, s in (("base", bs), ("new", ns)) for k in ("mean", "peak")}
+        deltas = {}
+        for k in ("mean", "peak"):
+            delta = _diff(values[f"base_{k}_gbps"], values[f"new_{k}_gbps"])
+            deltas[f"delta_{k}_gbps"] = delta
+            deltas[f"delta_{k}_pct"] = None if delta is None else \
+                _pct(delta, values[f"base_{k}_gbps"])
+        rows.append(BandwidthChange(
+            direction, values["base_mean_gbps"], values["new_mean_gbps"],
+            deltas["delta_mean_gbps"], deltas["delta_mean_pct"], values["base_peak_gbps"],
+            values["new_peak_gbps"], deltas["delta_peak_gbps"], deltas["delta_peak_pct"],
+            0 if bs is None else int(bs["samples"]), 0 if ns is None else int(ns["samples"])))
+    return tuple(rows)
+
+
+def _movement_warnings(base: MemoryData, new: MemoryData) -> list[str]:
+    sampled = [side for side, data in (("base", base), ("new", new)) if len(data.hbm)]
+    if len(sampled) == 1:
+        return [f"HBM bandwidth sampled in the {sampled[0]} run only; not compared"]
+    return []
+
+
 def compare_memory(base: MemoryData, new: MemoryData, threshold_pct: float = 5.0, *,
-                   top_n: int = 20) -> MemoryComparison:
+                   top_n: int = 20, base_copies: dict | None = None,
+                   new_copies: dict | None = None) -> MemoryComparison:
     """Compare the device memory of two runs (sizes in MB, see the module docstring).
 
     ``threshold_pct`` is the relative growth of peak reserved memory that raises the
-    ``memory-growth`` finding; ``top_n`` caps the operator rows kept.
+    ``memory-growth`` finding; ``top_n`` caps the operator rows kept. ``base_copies`` and
+    ``new_copies`` are ``copy_summary`` results of each run's kernels (None: not known).
     """
     reserved = _peak_change(base, new, "reserved", RESERVED_ORDER)
     allocated = _peak_change(base, new, "allocated", ALLOCATED_ORDER)
     operators = _operator_table(base, new, threshold_pct)
     modules = _module_changes(base, new)
+    copy_units, copies, copies_total = _copy_changes(base, new, base_copies, new_copies)
     component, base_rank, new_rank = ((reserved.component, reserved.base_rank,
                                        reserved.new_rank) if reserved else (None, None, None))
     return MemoryComparison(
@@ -554,5 +782,10 @@ def compare_memory(base: MemoryData, new: MemoryData, threshold_pct: float = 5.0
         new_timeline=_series(new.records, component, new_rank),
         headline=_headline([reserved, allocated], threshold_pct),
         growth=_growth(reserved, operators, modules, threshold_pct),
-        warnings=tuple(_comparison_warnings(base, new, [reserved, allocated])),
+        warnings=tuple(_comparison_warnings(base, new, [reserved, allocated])
+                       + _movement_warnings(base, new)),
+        copy_units=copy_units,
+        copies=copies,
+        copies_total=copies_total,
+        hbm=_hbm_changes(base, new),
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 from .analyse import SEVERITY_ORDER, Analysis, Finding, analyse
 from .compare import Comparison, compare
 from .match import match
-from .memory import MemoryComparison, compare_memory, read_memory
+from .memory import MemoryComparison, compare_memory, copy_summary, read_memory
 from .readers import StepRanges, load_run, select_steps
 from .report import Report, build_report
 from .stats import Thresholds
@@ -48,7 +48,7 @@ def _longer_label(path: Path, label: str, side: str) -> str:
 def has_memory_data(memory: MemoryComparison) -> bool:
     """True when at least one run recorded memory (profile_memory=True)."""
     return bool(memory.peak_reserved or memory.peak_allocated or memory.operators
-                or memory.modules)
+                or memory.modules or memory.copies_total or memory.hbm)
 
 
 def _with_memory_finding(analysis: Analysis, memory: MemoryComparison | None) -> Analysis:
@@ -87,7 +87,8 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
     comparison = compare(base, new, match(base.ops, new.ops), options.thresholds)
     progress("reading memory records")
     memory = compare_memory(read_memory(base_path), read_memory(new_path),
-                            options.thresholds.threshold_pct)
+                            options.thresholds.threshold_pct, base_copies=copy_summary(base.ops),
+                            new_copies=copy_summary(new.ops))
     memory = memory if has_memory_data(memory) else None
     analysis = _with_memory_finding(analyse(comparison, options.fusion_map), memory)
     extra = {"memory": memory.to_dict() if memory else None}

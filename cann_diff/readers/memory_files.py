@@ -10,6 +10,11 @@ text file                   db twin (ascend_pytorch_profiler)  frame columns
                                                                reserved_mb
 ==========================  ================================  ===========================
 
+Data movement (db, else trace): ``MEMCPY_INFO`` + ``ENUM_MEMCPY_OPERATION`` → direction,
+count, bytes per rank (no text twin); ``HBM`` (B/s per stack, type read/write in
+STRING_IDS), else the ``HBM`` process counters of trace_view.json (MB/s of 2**20 B) →
+direction, time_us, gbps (stacks summed per sample, GB/s = 10**9 B/s).
+
 Units after reading: sizes in MB as torch_npu writes them (MiB: bytes / 2**20; the db
 stores bytes), times in µs since the Unix epoch as float64 (the db stores ns). A float64
 keeps 16-digit µs to a fraction of a µs, which is plenty for a memory chart; the kernel
@@ -35,6 +40,7 @@ Quirks handled here and nowhere else (REALDATA.md, FORMATS.md §10):
 from __future__ import annotations
 
 import sqlite3
+import zlib
 from pathlib import Path
 from urllib.parse import quote
 
@@ -250,3 +256,157 @@ def read_db_modules(connection: sqlite3.Connection, path: Path,
                n.totalReserved / {MIB} AS reserved_mb
         FROM NPU_MODULE_MEM n {join}""")
     return _floats(frame, MODULE_COLUMNS)
+
+
+# --------------------------------------------------------------------------- data movement
+
+COPY_COLUMNS = ("direction", "count", "bytes")
+HBM_COLUMNS = ("direction", "time_us", "gbps")
+COPY_DIRECTIONS = ("host_to_device", "device_to_host", "device_to_device", "other", "unknown")
+TRACE_VIEW = "trace_view.json"
+HBM_PROCESS = "HBM"
+# msprof writes the trace's HBM counters in MB/s computed with 1024 × 1024 (its HbmModel
+# scale); GB/s here are 10**9 B/s, as bandwidth is usually quoted.
+TRACE_MBPS_TO_GBPS = float(2**20) / 1e9
+DB_BPS_TO_GBPS = 1e-9
+_LETTER_BEFORE, _LETTER_AFTER = r"(?<![A-Z])", r"(?![A-Z])"
+_DIRECTION_PATTERNS = (
+    ("host_to_device", r"H2D|HTOD|HOST_?TO_?DEVICE|HOST2DEVICE"),
+    ("device_to_host", r"D2H|DTOH|DEVICE_?TO_?HOST|DEVICE2HOST"),
+    ("device_to_device", r"D2D|DTOD|DEVICE_?TO_?DEVICE|DEVICE2DEVICE"),
+)
+
+
+def _empty(columns: tuple[str, ...]) -> pd.DataFrame:
+    return empty_frame(columns).astype({"direction": "object"})
+
+
+def copy_direction(text: pd.Series, known: str = "unknown") -> pd.Series:
+    """Copy direction named in free text (``MEMCPY_H2D``, ``Memcpy HtoD``, ``host to device``).
+
+    Returns ``host_to_device``/``device_to_host``/``device_to_device``, else ``known``
+    (``unknown`` for op names, ``other`` for a db operation that names another kind).
+    Vectorized over the distinct values.
+    """
+    values = pd.Series(text, dtype="object").fillna("").astype(str)
+    distinct = pd.Series(values.unique())
+    upper = distinct.str.upper().str.replace(r"[\s\-]+", "_", regex=True)
+    found = pd.Series(known, index=distinct.index, dtype="object")
+    for direction, pattern in reversed(_DIRECTION_PATTERNS):  # first listed wins
+        hit = upper.str.contains(f"{_LETTER_BEFORE}(?:{pattern}){_LETTER_AFTER}", regex=True)
+        found = found.mask(hit, direction)
+    lookup = pd.Series(found.to_numpy(), index=distinct.to_numpy())
+    return pd.Series(values.map(lookup).to_numpy(), index=values.index, dtype="object")
+
+
+def read_db_copies(connection: sqlite3.Connection, path: Path,
+                   tables: set[str]) -> pd.DataFrame:
+    """MEMCPY_INFO: copies and bytes per direction (ENUM_MEMCPY_OPERATION names it).
+
+    One row per ``globalTaskId`` (the task a copy belongs to): a task listed twice is
+    counted once, with its largest size.
+    """
+    has_enum = "ENUM_MEMCPY_OPERATION" in tables
+    name = "e.name" if has_enum else "NULL"
+    join = "LEFT JOIN ENUM_MEMCPY_OPERATION e ON e.id = m.memcpyOperation" if has_enum else ""
+    frame = _query(connection, path, "MEMCPY_INFO", f"""
+        SELECT m.globalTaskId AS task, MAX(m.size) AS bytes, MIN({name}) AS operation
+        FROM MEMCPY_INFO m {join} GROUP BY m.globalTaskId""")
+    if frame.empty:
+        return _empty(COPY_COLUMNS)
+    named = frame["operation"].notna().to_numpy()
+    direction = copy_direction(frame["operation"], "other").where(named, "unknown")
+    table = pd.DataFrame({"direction": direction.to_numpy(),
+                          "bytes": pd.to_numeric(frame["bytes"], errors="coerce")
+                          .fillna(0.0).to_numpy(dtype="float64")})
+    out = table.groupby("direction", sort=True)["bytes"].agg(count="size", bytes="sum")
+    return out.reset_index().astype({"count": "float64", "bytes": "float64"})
+
+
+def _hbm_totals(frame: pd.DataFrame) -> pd.DataFrame:
+    """Sum the stacks (``hbmId``) of each (device, direction, sample): device bandwidth."""
+    frame = frame.assign(direction=frame["direction"].astype(str).str.strip().str.lower())
+    frame = frame[frame["direction"].isin(["read", "write"]).to_numpy()]
+    totals = frame.groupby(["device", "direction", "stamp"], sort=True).agg(
+        time_us=("time_us", "first"), gbps=("gbps", "sum")).reset_index()
+    return totals[list(HBM_COLUMNS)].astype({"time_us": "float64", "gbps": "float64"})
+
+
+def read_db_hbm(connection: sqlite3.Connection, path: Path) -> pd.DataFrame:
+    """HBM: device read/write bandwidth per sample, GB/s (the db holds B/s per HBM stack)."""
+    frame = _query(connection, path, "HBM", """
+        SELECT h.deviceId AS device, s.value AS direction, h.timestampNs AS stamp,
+               h.timestampNs / 1000.0 AS time_us, h.bandwidth AS bps
+        FROM HBM h LEFT JOIN STRING_IDS s ON s.id = h.type""")
+    frame["gbps"] = pd.to_numeric(frame["bps"], errors="coerce").astype("float64") \
+        * DB_BPS_TO_GBPS
+    return _hbm_totals(frame.dropna(subset=["gbps", "stamp"]))
+
+
+def read_trace_hbm(path: Path) -> pd.DataFrame:
+    """The ``HBM`` process counters of a trace_view.json, GB/s per sample (stacks summed).
+
+    Streamed with ijson, keeping only counter events (``ph`` ``C``) and process names:
+    the metadata may come after the events, so the process is picked once the file is
+    read. Counter names are ``HBM <stack>/Read`` with args ``{"Read(MB/s)": value}``.
+    """
+    import ijson
+
+    from .trace_events import CHUNK, _first_chunk, _open
+
+    pids, names, stamps, values, processes = [], [], [], [], {}
+    try:
+        with _open(path) as handle:
+            first = _first_chunk(handle, path)
+            form = first.lstrip()[:1]
+            if form not in (b"[", b"{"):
+                raise InputError(path, "not a trace: expected a JSON array of events")
+            prefix = "item" if form == b"[" else "traceEvents.item"
+            stream = _Prepend(handle, first)
+            for event in ijson.items(stream, prefix, buf_size=CHUNK, use_float=True):
+                if not isinstance(event, dict):
+                    continue
+                ph = event.get("ph")
+                if ph == "C":
+                    args = event.get("args")
+                    number = next((v for v in args.values() if isinstance(v, (int, float))),
+                                  None) if isinstance(args, dict) else None
+                    if number is None or event.get("ts") is None:
+                        continue
+                    pids.append(str(event.get("pid")))
+                    names.append(str(event.get("name", "")))
+                    stamps.append(str(event.get("ts")))
+                    values.append(float(number))
+                elif ph == "M" and event.get("name") == "process_name":
+                    args = event.get("args") if isinstance(event.get("args"), dict) else {}
+                    processes[str(event.get("pid"))] = str(args.get("name", ""))
+    except ijson.JSONError as exc:
+        raise InputError(path, f"truncated or invalid JSON: {exc}") from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(path, f"cannot read (corrupt or truncated?): {exc}") from None
+    hbm = {pid for pid, name in processes.items() if name == HBM_PROCESS}
+    frame = pd.DataFrame({"pid": pids, "name": names, "stamp": stamps, "value": values})
+    frame = frame[frame["pid"].isin(hbm).to_numpy()]
+    if frame.empty:
+        return _empty(HBM_COLUMNS)
+    parts = frame["name"].str.rsplit("/", n=1, expand=True)
+    time_us = pd.to_numeric(frame["stamp"].str.strip(), errors="coerce")
+    out = pd.DataFrame({"device": 0, "direction": parts[1] if 1 in parts else "",
+                        "stamp": frame["stamp"], "time_us": time_us,
+                        "gbps": frame["value"] * TRACE_MBPS_TO_GBPS})
+    return _hbm_totals(out.dropna(subset=["time_us"]))
+
+
+class _Prepend:
+    """File wrapper that hands over an already-read first chunk before the rest."""
+
+    def __init__(self, handle, first: bytes):
+        self.handle, self.pending = handle, first
+
+    def read(self, size: int = -1) -> bytes:
+        if size == 0:
+            return b""
+        if self.pending:
+            data, self.pending = self.pending, b""
+            return data
+        return self.handle.read(size)

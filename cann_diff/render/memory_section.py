@@ -17,7 +17,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import StrMethodFormatter  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
-from ..memory import MemoryComparison, PeakChange  # noqa: E402
+from ..memory import CopyChange, MemoryComparison, PeakChange  # noqa: E402
 
 FIGSIZE = (8.0, 4.0)  # inches; with DPI 100 → 800 × 400 px
 DPI = 100
@@ -118,6 +118,57 @@ def _modules(comparison: MemoryComparison) -> list[str]:
             _table(["module", "base MB", "new MB", "Δ MB", "Δ %"], rows)]
 
 
+DIRECTION_NAMES = {"host_to_device": "host → device", "device_to_host": "device → host",
+                   "device_to_device": "device → device", "other": "other",
+                   "unknown": "direction unknown", "all": "**all copies**"}
+
+
+def _num(value: float | None, digits: int = 1, sign: bool = False) -> str:
+    if value is None:
+        return MISSING
+    return f"{value:+,.{digits}f}" if sign else f"{value:,.{digits}f}"
+
+
+def _copy_row(c: CopyChange) -> list[str]:
+    return [DIRECTION_NAMES.get(c.direction, _cell(c.direction)),
+            MISSING if c.base_count is None else _count(c.base_count),
+            MISSING if c.new_count is None else _count(c.new_count),
+            _num(c.base_time_us), _num(c.new_time_us), _num(c.delta_time_us, sign=True),
+            _pct(c.delta_pct), _mb(c.base_mb), _mb(c.new_mb), _delta(c.delta_mb)]
+
+
+def _copies(comparison: MemoryComparison) -> list[str]:
+    if comparison.copies_total is None:
+        return []
+    rows = [_copy_row(c) for c in comparison.copies]
+    if len(comparison.copies) != 1:
+        rows.append(_copy_row(comparison.copies_total))
+    headers = ["direction", "base count", "new count", "base µs", "new µs", "Δ µs", "Δ %",
+               "base MB", "new MB", "Δ MB"]
+    base_units, new_units = comparison.copy_units or (0, 0)
+    return ["### Host↔device copies", "",
+            f"Count and device time per step (mean over {base_units} base and {new_units} new "
+            "(rank, step) units, from the memcpy kernels); MB per rank over the whole "
+            "profile (db MEMCPY_INFO).", "",
+            _table(headers, rows)]
+
+
+def _hbm(comparison: MemoryComparison) -> list[str]:
+    if not comparison.hbm:
+        return []
+    rows = []
+    for h in comparison.hbm:
+        rows.append([f"{h.direction} mean", _num(h.base_mean_gbps, 2), _num(h.new_mean_gbps, 2),
+                     _num(h.delta_mean_gbps, 2, sign=True), _pct(h.delta_mean_pct)])
+        rows.append([f"{h.direction} peak", _num(h.base_peak_gbps, 2), _num(h.new_peak_gbps, 2),
+                     _num(h.delta_peak_gbps, 2, sign=True), _pct(h.delta_peak_pct)])
+    samples = ", ".join(f"{h.direction}: {h.base_samples} base / {h.new_samples} new"
+                        for h in comparison.hbm)
+    return ["### HBM bandwidth", "",
+            f"Device HBM bandwidth (all stacks summed), GB/s; samples {samples}.", "",
+            _table(["", "base GB/s", "new GB/s", "Δ GB/s", "Δ %"], rows)]
+
+
 def render_memory_markdown(comparison: MemoryComparison, chart_name: str | None) -> str:
     """Return the Markdown "Device memory" section; ``chart_name`` is a relative link or None.
 
@@ -132,7 +183,8 @@ def render_memory_markdown(comparison: MemoryComparison, chart_name: str | None)
     lines += [*_peaks(comparison), ""]
     if chart_name:
         lines += [f"![Reserved device memory over time, base vs new]({chart_name})", ""]
-    for part in (_components(comparison), _operators(comparison), _modules(comparison)):
+    for part in (_components(comparison), _operators(comparison), _modules(comparison),
+                 _copies(comparison), _hbm(comparison)):
         if part:
             lines += [*part, ""]
     if comparison.warnings:
