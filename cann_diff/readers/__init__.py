@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,12 +84,23 @@ def _assign_ranks(datas: list[RankData]) -> tuple[list[RankData], list[str]]:
     return [by_rank[r] for r in sorted(by_rank)], warnings
 
 
-def _normalize_ops(data: RankData, fusion_map: Path | None, alias_map: Path | None):
-    ops = data.ops
-    ops["rank"] = data.rank
+def _normalize_ops(ops: pd.DataFrame, fusion_map: Path | None,
+                   alias_map: Path | None) -> pd.DataFrame:
+    ops["rank"] = 0  # the real id is known once every rank is read (_assign_ranks)
     ops["input_shapes"] = normalize_distinct(ops["input_shapes"], normalize_shapes)
     ops["input_dtypes"] = normalize_distinct(ops["input_dtypes"], normalize_dtypes)
     return canonicalize(ops, fusion_map, alias_map)[list(OP_COLUMNS)]
+
+
+def read_and_reduce(read_rank, fusion_map: Path | None, alias_map: Path | None,
+                    source: Path) -> RankData | list[RankData]:
+    """One rank's read-and-reduce, run in a thread or on a Dask worker: the raw table
+    (text, PMU columns unread) becomes compact canonical rows before it leaves the worker.
+    """
+    result = read_rank(source)
+    for data in result if isinstance(result, list) else [result]:
+        data.ops = _normalize_ops(data.ops, fusion_map, alias_map)
+    return result
 
 
 def _steps_of(data: RankData) -> pd.DataFrame | None:
@@ -151,7 +163,7 @@ def _unread_children(path: Path, sources: list[Path]) -> list[str]:
                  (child / torch_text.OUTPUT_DIR).is_dir())]
 
 
-def _read_on_dask(fmt: Format, sources: list[Path], scheduler: str, progress) -> list:
+def _read_on_dask(reader, sources: list[Path], scheduler: str, progress) -> list:
     """Read ranks on an existing Dask cluster (optional extra ``cann-diff[dask]``)."""
     try:
         from distributed import Client
@@ -162,7 +174,7 @@ def _read_on_dask(fmt: Format, sources: list[Path], scheduler: str, progress) ->
     except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(None, f"cannot reach Dask scheduler {scheduler}: {exc}") from None
     try:
-        futures = client.map(fmt.read_rank, sources, pure=False)
+        futures = client.map(reader, sources, pure=False)
         results = []
         for number, future in enumerate(futures, 1):
             results.append(future.result())
@@ -172,7 +184,7 @@ def _read_on_dask(fmt: Format, sources: list[Path], scheduler: str, progress) ->
         client.close()
 
 
-def _read_all(fmt: Format, sources: list[Path], jobs: int, progress,
+def _read_all(reader, sources: list[Path], jobs: int, progress,
               scheduler: str | None = None) -> list[RankData]:
     """Read every source, in parallel threads (pyarrow and pandas release the GIL) or on a
     Dask cluster. A source may hold several ranks (a cluster_analysis_output directory).
@@ -181,15 +193,15 @@ def _read_all(fmt: Format, sources: list[Path], jobs: int, progress,
         return [d for r in results for d in (r if isinstance(r, list) else [r])]
 
     if scheduler:
-        return flat(_read_on_dask(fmt, sources, scheduler, progress))
+        return flat(_read_on_dask(reader, sources, scheduler, progress))
     if jobs <= 1 or len(sources) == 1:
         results = []
         for number, source in enumerate(sources, 1):
-            results.append(fmt.read_rank(source))
+            results.append(reader(source))
             progress(number, len(sources))
         return flat(results)
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(fmt.read_rank, source) for source in sources]
+        futures = [pool.submit(reader, source) for source in sources]
         results = []
         for number, future in enumerate(futures, 1):
             results.append(future.result())
@@ -210,11 +222,14 @@ def load_run(path: str | Path, label: str | None = None, *, fusion_map: Path | N
     """
     path = Path(path)
     fmt, sources = find_rank_sources(path)
-    datas, warnings = _assign_ranks(_read_all(fmt, sources, jobs, progress, scheduler))
+    reader = partial(read_and_reduce, fmt.read_rank, fusion_map, alias_map)
+    datas, warnings = _assign_ranks(_read_all(reader, sources, jobs, progress, scheduler))
     warnings = _unread_children(path, sources) + warnings
     for data in datas:
         warnings += data.warnings
-    ops = concat_frames(_normalize_ops(d, fusion_map, alias_map) for d in datas)
+    for data in datas:
+        data.ops["rank"] = data.rank
+    ops = concat_frames(d.ops for d in datas)
     ops = _drop_rows_outside_steps(conform_ops(ops), warnings)
     validate(ops)
     if ops.empty:
