@@ -314,14 +314,34 @@ def slow_ranks(cmp: Comparison) -> list[Finding]:
         for index in z[z > OUTLIER_Z].index:
             rank = int(ranks.loc[index, "rank"])
             excess = values[index] - median
+            why, kind = _waiting_or_transfer(ranks, index)
             findings.append(Finding(
                 "slow-rank", "medium", f"Rank {rank}: {what} is an outlier",
                 f"Rank {rank} spends {_ms(values[index])} per step on {what}, "
-                f"{_ms(excess)} above the median of {len(values)} ranks ({_ms(median)}); "
-                "other ranks wait for it in their collectives.", float(excess),
+                f"{_ms(excess)} above the median of {len(values)} ranks ({_ms(median)}). "
+                f"{why}", float(excess),
                 {"rank": rank, "metric": what, "value_us": float(values[index]),
-                 "median_us": float(median)}))
+                 "median_us": float(median), "communication_growth": kind}))
     return findings
+
+
+def _waiting_or_transfer(ranks: pd.DataFrame, slow_index) -> tuple[str, str]:
+    """Did the other ranks' communication grow by waiting (for the straggler) or transfer?"""
+    needed = ("base_wait_us", "new_wait_us", "base_transit_us", "new_transit_us")
+    if not all(c in ranks for c in needed):
+        return "Without communication.json, wait and transfer cannot be told apart.", "unknown"
+    others = ranks.drop(index=slow_index)
+    wait = float((others["new_wait_us"] - others["base_wait_us"]).median())
+    transit = float((others["new_transit_us"] - others["base_transit_us"]).median())
+    if not (np.isfinite(wait) and np.isfinite(transit)):
+        return "Wait and transfer times are missing for some ranks.", "unknown"
+    if wait > max(transit, 0.0):
+        return (f"The other ranks' communication wait grew by {_ms(wait)} per step (median) "
+                f"against {_ms(transit)} of transfer: they are waiting for this straggler.",
+                "waiting")
+    return (f"The other ranks' transfer time changed by {_ms(transit)} and their wait by "
+            f"{_ms(wait)} per step (median): communication grew by transfer, not by waiting "
+            "for this rank.", "transfer")
 
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "info": 2}

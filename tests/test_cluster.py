@@ -162,3 +162,38 @@ def test_cluster_json_with_wrong_shape_is_exit_2(tmp_path):
     assert result.exit_code == 2
     assert "cluster_communication.json" in result.output
     assert "internal error" not in result.output
+
+
+def test_slow_rank_tells_waiting_from_transfer(tmp_path):
+    # tests/profiles.py writes communication.json with transit = 0.6 × elapse and wait =
+    # 0.3 × elapse. New: rank 5's MatMul is 600 µs slower and every other rank's AllReduce
+    # 600 µs longer, so the others' transit grows by 360 µs and their wait by 180 µs per
+    # step: by these files the growth is transfer.
+    def ops(rank, step, slow=False):
+        matmul = 1600.0 if (slow and rank == 5) else 1000.0
+        comm = 900.0 if (slow and rank != 5) else 300.0
+        return [aclnn("MatMulV3", matmul, "4096,4096;4096,4096"), Comm("allReduce", comm)]
+
+    base = write_profile(tmp_path, "base", lambda r, s: ops(r, s), ranks=RANKS)
+    new = write_profile(tmp_path, "new", lambda r, s: ops(r, s, slow=True), ranks=RANKS)
+    findings = [f for f in diff(base, new).report.findings if f["id"] == "slow-rank"]
+    computing = [f for f in findings if f["data"]["metric"] == "computing"]
+    assert computing and computing[0]["data"]["rank"] == 5
+    assert computing[0]["data"]["communication_growth"] == "transfer"
+    assert "0.36 ms of transfer" not in computing[0]["detail"]  # wording: transit first
+    assert "transfer time changed by 0.36 ms" in computing[0]["detail"]
+
+
+@pytest.mark.parametrize("d_wait, d_transit, want", [(180.0, 0.0, "waiting"),
+                                                     (180.0, 360.0, "transfer"),
+                                                     (0.0, 0.0, "transfer")])
+def test_waiting_or_transfer_rule(d_wait, d_transit, want):
+    import pandas as pd
+
+    from cann_diff.analyse import _waiting_or_transfer
+
+    ranks = pd.DataFrame({"rank": [0, 1, 2, 3], "base_wait_us": 100.0,
+                          "new_wait_us": [100.0 + d_wait] * 3 + [100.0],
+                          "base_transit_us": 50.0,
+                          "new_transit_us": [50.0 + d_transit] * 3 + [50.0]})
+    assert _waiting_or_transfer(ranks, 3)[1] == want
