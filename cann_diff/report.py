@@ -140,9 +140,10 @@ def headline(cmp: Comparison, analysis: Analysis) -> str:
     moves = sorted(((k, v["delta_us"]) for k, v in s.breakdown.items()
                     if k in ("computing", "communication_not_overlapped", "free", "bubble")
                     and not fmt.is_missing(v["delta_us"])), key=lambda kv: -abs(kv[1]))
-    driver = "" if not moves else (
-        f", mostly from {moves[0][0].replace('communication_not_overlapped', 'exposed communication')}"
-        f" ({fmt.ms(moves[0][1], signed=True)} ms)")
+    driver = ""
+    if moves:
+        name = moves[0][0].replace("communication_not_overlapped", "exposed communication")
+        driver = f", mostly from {name} ({fmt.ms(moves[0][1], signed=True)} ms)"
     return (f"{cmp.new.label} is {abs(s.delta_pct):.1f}% {word} than {cmp.base.label} "
             f"({base_new}){driver}.")
 

@@ -1,10 +1,9 @@
 import json
 
 from click.testing import CliRunner
+from conftest import EXAMPLES
 
 from cann_diff.cli import main
-
-from conftest import EXAMPLES
 
 
 def run(args):

@@ -10,13 +10,12 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
+from conftest import REALDATA, needs_realdata
+from profiles import Comm, aclnn, write_profile
 
 from cann_diff.cli import main
 from cann_diff.pipeline import Options, diff
 from cann_diff.readers import load_run
-
-from conftest import REALDATA, needs_realdata
-from profiles import Comm, aclnn, write_profile
 
 RANKS = tuple(range(8))
 

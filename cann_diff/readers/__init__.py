@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np

@@ -271,7 +271,9 @@ def _ratio(value) -> str:
 
 def _gbps(group: dict, link: str) -> str:
     b, n = group.get(f"base_{link}_gbps"), group.get(f"new_{link}_gbps")
-    show = (lambda v: "–" if fmt.is_missing(v) else f"{v:,.1f}")
+    def show(value) -> str:
+        return "–" if fmt.is_missing(value) else f"{value:,.1f}"
+
     return f"{show(b)} → {show(n)}"
 
 
