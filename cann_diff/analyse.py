@@ -108,8 +108,11 @@ def _detect_one(spec: FusedOp, cmp: Comparison) -> tuple[FusionGroup, list[int]]
         if gained < MIN_SHARE * lost:
             return None
         taken = min(gained, lost)
-        per_op = row[f"{split_side}_total_us"] / max(row[f"{split_side}_count"], 1e-12)
-        per_op_exposed = row[f"{split_side}_exposed_us"] / max(row[f"{split_side}_count"], 1e-12)
+        # Marginal cost of the ops gained, not the side's mean op: other collectives of
+        # the same type (e.g. a large data-parallel AllReduce) must not inflate it.
+        per_op = max(row[f"{split_side}_total_us"] - row[f"{fused_side}_total_us"], 0.0) / gained
+        per_op_exposed = max(row[f"{split_side}_exposed_us"]
+                             - row[f"{fused_side}_exposed_us"], 0.0) / gained
         counts[comm_type], times, exposed = taken, times + taken * per_op, \
             exposed + taken * per_op_exposed
         is_type = (ops["family"] == comm_type) & (ops["category"] == "communication")
@@ -122,9 +125,8 @@ def _detect_one(spec: FusedOp, cmp: Comparison) -> tuple[FusionGroup, list[int]]
         if gained < MIN_SHARE * lost:
             return None
         taken = min(gained, lost)
-        total = paired[f"{split_side}_total_us"].sum()
-        count = max(paired[f"{split_side}_count"].sum(), 1e-12)
-        counts[family], times = taken, times + taken * total / count
+        grown = paired[f"{split_side}_total_us"].sum() - paired[f"{fused_side}_total_us"].sum()
+        counts[family], times = taken, times + taken * max(grown, 0.0) / gained
         keys += list(paired.loc[paired[f"{split_side}_count"] != paired[f"{fused_side}_count"],
                                 "key_id"])
     base_total = family_rows["base_total_us"].sum() + (times if direction == "fused" else 0.0)
@@ -233,8 +235,15 @@ def comm_hides_compute(cmp: Comparison, groups: list[FusionGroup],
     severity = "high" if d_step > 0 else "medium"
     title = (f"Communication growth hides a {_ms(-d_comp)} compute gain: step "
              f"{cmp.step.delta_pct:+.1f}%")
+    ops = cmp.operators
+    like_for_like = ops[(ops["category"] == "compute") & ops["match_kind"].notna()
+                        & ~ops["key_id"].isin(claimed)]["delta_us"].sum()
+    if split:
+        detail += (" Part of the computing drop is the communication the fused op ran inside "
+                   f"a compute kernel; matched kernels alone changed by {_ms(like_for_like)}.")
     return Finding("comm-hides-compute", severity, title, detail, float(d_step),
-                   {"delta_computing_us": d_comp, "delta_exposed_us": d_exposed,
+                   {"delta_computing_us": d_comp, "delta_matched_kernels_us": float(like_for_like),
+                    "delta_exposed_us": d_exposed,
                     "delta_step_us": d_step, "comm_growth": comm_data,
                     "faster_compute": fast_data, "growth_kind": _growth_kind(cmp)})
 
@@ -269,7 +278,7 @@ def _operator_findings(cmp: Comparison, claimed: dict[int, str]) -> list[Finding
                               ("improved", "op-improvement", "faster")):
         rows = ops[ops["status"] == status].sort_values("delta_us", key=np.abs, ascending=False)
         if len(rows):
-            top = ", ".join(f"{r.op_type} {_short(r.input_shapes)} {r.delta_pct:+.0f}%"
+            top = ", ".join(f"{r.op_type} {_short(r.input_shapes)} {r.delta_pct:+.1f}%"
                             for r in rows.head(3).itertuples())
             findings.append(Finding(fid, "medium" if status == "regressed" else "info",
                                     f"{len(rows)} operator(s) significantly {word}",

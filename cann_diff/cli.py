@@ -54,7 +54,7 @@ def _summary(report, out_dir: Path) -> str:
     lines = [report.headline, "",
              f"step  {fmt.ms(s['base_us'])} → {fmt.ms(s['new_us'])} ms  "
              f"({fmt.pct(s['delta_pct'])}, {s['status']}"
-             f"{', p=' + fmt.p_value(s['p_value']) if s['p_value'] is not None else ''})"]
+             f"{', ' + fmt.p_phrase(s['p_value']) if s['p_value'] is not None else ''})"]
     for finding in report.findings[:5]:
         lines.append(f"  [{finding['severity']}] {finding['id']}: {finding['title']}")
     lines += ["", f"report: {out_dir / 'report.md'}"]
@@ -177,11 +177,15 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
                    "(please report it with the inputs' layout)", err=True)
         sys.exit(EXIT_BAD_INPUT)
     if not quiet:
-        for side in ("base", "new"):
-            for warning in result.report.__dict__[side]["warnings"]:
-                click.echo(f"cann-diff: warning: {side}: {warning}", err=True)
-        for warning in result.report.warnings:
-            click.echo(f"cann-diff: warning: {warning}", err=True)
+        report = result.report
+        memory = list(result.memory.warnings) if result.memory is not None else []
+        said = set()
+        for warning in ([f"base: {w}" for w in report.base["warnings"]]
+                        + [f"new: {w}" for w in report.new["warnings"]]
+                        + list(report.warnings) + memory):
+            if warning not in said:  # one line per distinct warning, not one per rank
+                said.add(warning)
+                click.echo(f"cann-diff: warning: {warning}", err=True)
     click.echo(_summary(result.report, out_dir or out))
     step = result.comparison.step
     if gate is not None and step.significant is not False and step.delta_pct >= gate:

@@ -50,6 +50,13 @@ def p_value(value) -> str:
     return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
+def p_phrase(value) -> str:
+    """``p = 0.012`` or ``p < 0.001``; ``p n/a`` when no test was possible."""
+    if is_missing(value):
+        return "p n/a"
+    return "p < 0.001" if value < 0.001 else f"p = {value:.3f}"
+
+
 def status_mark(status: str, delta_pct) -> str:
     """benchstat-style change column: the signed change, or ``~`` when not significant."""
     if status in ("added", "removed"):

@@ -401,7 +401,8 @@ def _read_rank(rank_dir: Path, rank: int) -> tuple[pd.DataFrame, ...]:
             hbm = read_db_hbm(connection, dbs[0])
         elif (out / TRACE_VIEW).is_file() and \
                 (out / TRACE_VIEW).stat().st_size <= TRACE_HBM_MAX_BYTES:
-            hbm = read_trace_hbm(out / TRACE_VIEW)
+            hbm = read_trace_hbm(out / TRACE_VIEW) if _mentions_hbm(out / TRACE_VIEW) \
+                else _no_rows(HBM_COLUMNS).drop(columns="rank")
         else:
             if (out / TRACE_VIEW).is_file():
                 # Streaming a multi-GB trace again only for HBM counters would dominate the
@@ -417,6 +418,17 @@ def _read_rank(rank_dir: Path, rank: int) -> tuple[pd.DataFrame, ...]:
 
 
 TRACE_HBM_MAX_BYTES = 256 * 2**20
+
+
+def _mentions_hbm(path: Path) -> bool:
+    """A byte search (memory-mapped, GB/s) before streaming a trace for HBM counters."""
+    import mmap
+
+    with open(path, "rb") as handle:
+        if handle.seek(0, 2) == 0:
+            return False
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return data.find(b'"HBM"') >= 0
 
 
 def _stack(frames: list[pd.DataFrame], ranks: list[int], columns: tuple[str, ...]):

@@ -90,6 +90,12 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
                             options.thresholds.threshold_pct, base_copies=copy_summary(base.ops),
                             new_copies=copy_summary(new.ops))
     memory = memory if has_memory_data(memory) else None
+    if memory is not None and not (memory.peak_reserved or memory.peak_allocated
+                                   or memory.operators or memory.modules):
+        # Only copies or HBM samples: the missing memory_record.csv etc. are expected
+        # (profile_memory was off), not worth a note per rank.
+        memory = replace(memory, warnings=tuple(w for w in memory.warnings
+                                                if "profile_memory=True?" not in w))
     analysis = _with_memory_finding(analyse(comparison, options.fusion_map), memory)
     extra = {"memory": memory.to_dict() if memory else None}
     report = build_report(comparison, analysis, options.top_n, extra)

@@ -121,21 +121,27 @@ def headline(cmp: Comparison, analysis: Analysis) -> str:
         comm = (f"{more} operations per step add {exposed} ms of exposed communication"
                 if more else f"exposed communication grew by {exposed} ms"
                 f"{' (' + ', '.join(grown) + ')' if grown else ''}")
-        gain = fmt.ms(-hidden.data["delta_computing_us"])
+        # Like for like: matched kernels, not Computing, which in the base also holds the
+        # communication a fused MC2 kernel ran inside it.
+        matched = hidden.data["delta_matched_kernels_us"]
+        gain = (f"its kernels got {fmt.ms(-matched)} ms faster" if matched < 0 else
+                f"its computing time fell by {fmt.ms(-hidden.data['delta_computing_us'])} ms")
         if s.delta_us > 0:
             return (f"{cmp.new.label} is {s.delta_pct:.1f}% slower than {cmp.base.label} "
-                    f"({base_new}): its computation got {gain} ms faster, but {comm}{why}.")
+                    f"({base_new}): {gain}, but {comm}{why}.")
         return (f"{cmp.new.label} is only {-s.delta_pct:.1f}% faster than {cmp.base.label} "
-                f"({base_new}): its computation got {gain} ms faster, but {comm}{why}, "
-                "eating most of the gain.")
+                f"({base_new}): {gain}, but {comm}{why}, eating most of the gain.")
     if s.status == "unchanged":
         if s.significant:
             return (f"Step time between {cmp.base.label} and {cmp.new.label} changed by "
                     f"{fmt.pct(s.delta_pct)} ({base_new}): significant, but below the "
                     f"{cmp.thresholds.threshold_pct:g}% threshold.")
-        unsure = "" if s.significant is not None else " (one step per side: significance unknown)"
+        if s.significant is None:
+            return (f"No change in step time beyond the {cmp.thresholds.threshold_pct:g}% "
+                    f"threshold between {cmp.base.label} and {cmp.new.label} ({base_new}, "
+                    f"{fmt.pct(s.delta_pct)}; one step per side: significance unknown).")
         return (f"No significant change in step time between {cmp.base.label} and "
-                f"{cmp.new.label} ({base_new}, {fmt.pct(s.delta_pct)}){unsure}.")
+                f"{cmp.new.label} ({base_new}, {fmt.pct(s.delta_pct)}).")
     word = "slower" if s.status == "regressed" else "faster"
     moves = sorted(((k, v["delta_us"]) for k, v in s.breakdown.items()
                     if k in ("computing", "communication_not_overlapped", "free", "bubble")

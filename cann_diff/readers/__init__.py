@@ -99,7 +99,10 @@ def read_and_reduce(read_rank, fusion_map: Path | None, alias_map: Path | None,
     """
     result = read_rank(source)
     for data in result if isinstance(result, list) else [result]:
-        data.ops = _normalize_ops(data.ops, fusion_map, alias_map)
+        if len(data.ops):
+            data.ops = _normalize_ops(data.ops, fusion_map, alias_map)
+        else:  # a cluster summary has no kernels: nothing to derive
+            data.ops = pd.DataFrame({c: pd.Series(dtype=t) for c, t in OP_COLUMNS.items()})
     return result
 
 

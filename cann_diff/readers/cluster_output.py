@@ -87,9 +87,10 @@ def read_rank(path: Path) -> list[RankData]:
     if comm is not None and len(comm):
         comm["comm_type"] = comm_types_of(comm["op_name"])
     ranks = []
+    comm_by_rank = dict(iter(comm.groupby("rank", sort=False))) if comm is not None else {}
     for rank, rank_steps in steps.groupby("rank", sort=True):
-        rank_comm = comm[comm["rank"] == rank].reset_index(drop=True) \
-            if comm is not None else None
+        rank_comm = comm_by_rank[rank].reset_index(drop=True) if rank in comm_by_rank \
+            else (comm.iloc[:0] if comm is not None else None)
         ranks.append(RankData(source=path, format=FORMAT, rank=int(rank), ops=_no_kernels(),
                               steps=rank_steps.reset_index(drop=True), comm=rank_comm,
                               info={}, warnings=warnings if rank == steps["rank"].min() else []))

@@ -100,12 +100,13 @@ def concat_frames(frames) -> pd.DataFrame:
         return frames[0].reset_index(drop=True)
     categorical = [c for c in frames[0].columns
                    if all(c in f and isinstance(f[c].dtype, pd.CategoricalDtype) for f in frames)]
+    columns = list(dict.fromkeys(c for f in frames for c in f.columns))  # first-seen order
     merged = pd.concat([f.drop(columns=categorical) for f in frames], ignore_index=True)
     for column in categorical:
         parts = [pd.Categorical.from_codes(f[column].cat.codes, categories=pd.Index(
             f[column].cat.categories.astype(object), dtype=object)) for f in frames]
         merged[column] = union_categoricals(parts, ignore_order=True)
-    return merged[list(frames[0].columns)]
+    return merged[columns]
 
 
 def as_category(values) -> pd.Categorical:

@@ -248,7 +248,8 @@ def read_step_trace_table(conn: sqlite3.Connection, tables: dict[str, set[str]],
         dict(zip(windows["step"], windows["end_ns"] - windows["start_ns"])))
     if spans.isna().all() and task_span_ns:
         # No step windows: the run's span shared by its steps is each step's upper bound.
-        spans = pd.Series(float(task_span_ns) / max(len(spans), 1), index=spans.index)
+        steps_in_run = max(int(step.nunique()), 1)
+        spans = pd.Series(float(task_span_ns) / steps_in_run, index=spans.index)
     stage = pd.to_numeric(frame["stage"], errors="coerce").reset_index(drop=True)
     factor = _unit_factor(stage, spans)
     for field in STAGE_FIELDS:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 from tabulate import tabulate
 
 from .. import format as fmt
@@ -87,7 +89,7 @@ def _step(report: Report, charts: dict[str, str], notes: Footnotes) -> list[str]
                       "follows the threshold alone")
         sig = "unknown" + notes.mark(caveat)
     else:
-        sig = f"p = {fmt.p_value(s['p_value'])} (Welch's t-test on per-step times)"
+        sig = f"{fmt.p_phrase(s['p_value'])} (Welch's t-test on per-step times)"
     ci = fmt.interval(s["ci_low"], s["ci_high"])
     lines = ["## Step time", "",
              f"Step (Stage) **{fmt.ms(s['base_us'])} → {fmt.ms(s['new_us'])} ms** "
@@ -193,7 +195,8 @@ def _operators(report: Report, charts: dict[str, str], notes: Footnotes) -> list
              f"{report.thresholds['threshold_pct']:g}%.", ""]
     quiet = [op for op in plain if op["status"] == "unchanged"][: report.top_n]
     if quiet:
-        lines += ["## Largest changes that are not significant", "",
+        lines += [f"## Below the bar (not significant, or smaller than "
+                  f"{report.thresholds['threshold_pct']:g}%)", "",
                   "`~`: not significant at "
                   f"α = {report.thresholds['alpha']:g}, or smaller than "
                   f"{report.thresholds['threshold_pct']:g}%.", "",
@@ -220,12 +223,11 @@ def _ranks_section(report: Report, charts: dict[str, str]) -> list[str]:
              fmt.ms(r.get("base_communication_not_overlapped")),
              fmt.ms(r.get("new_communication_not_overlapped")),
              fmt.ms(r.get("base_wait_us")), fmt.ms(r.get("new_wait_us"))] for r in shown]
-    deltas = sorted(r["delta_stage_us"] for r in ranks
-                    if not fmt.is_missing(r.get("delta_stage_us")))
+    deltas = [r["delta_stage_us"] for r in ranks if not fmt.is_missing(r.get("delta_stage_us"))]
     summary = ""
     if deltas:
         summary = (f"Across {len(ranks)} ranks: median Δ step "
-                   f"{fmt.ms(deltas[len(deltas) // 2], True)} ms, worst "
+                   f"{fmt.ms(statistics.median(deltas), True)} ms, largest "
                    f"{fmt.ms(max(deltas, key=abs), True)} ms.")
     more = f" Showing the {len(shown)} ranks that moved most; all are in report.json." \
         if len(shown) < len(ranks) else ""
