@@ -1,0 +1,34 @@
+"""The README is part of the product: its commands, options and quoted output stay true."""
+
+import json
+import re
+
+from click.testing import CliRunner
+
+from cann_diff.cli import main
+
+from conftest import ROOT
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_holds_the_two_commands_and_ci_runs_the_same_test_command():
+    run = "pip install -e . && cann-diff examples/cann7.0.1.3 examples/cann8.0.RC2 -o reports/example"
+    test = "pip install -e '.[test]' && pytest"
+    assert run in README and test in README
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert test in ci
+
+
+def test_every_cli_option_is_documented_in_the_readme():
+    help_text = CliRunner().invoke(main, ["--help"]).output
+    options = set(re.findall(r"(--[a-z][a-z-]+)", help_text)) - {"--help", "--version"}
+    assert options, help_text
+    missing = sorted(o for o in options if o not in README)
+    assert not missing, f"options missing from README: {missing}"
+
+
+def test_readme_quotes_the_committed_example_headline():
+    headline = json.loads((ROOT / "reports/example/report.json").read_text())["headline"]
+    quoted = " ".join(line[2:] for line in README.splitlines() if line.startswith("> "))
+    assert headline in " ".join(quoted.split())
