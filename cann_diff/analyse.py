@@ -233,14 +233,15 @@ def comm_hides_compute(cmp: Comparison, groups: list[FusionGroup],
               f"{_ms(d_step)} ({cmp.step.delta_pct:+.1f}%). Growth is mainly "
               f"{_growth_kind(cmp)}.{cause}")
     severity = "high" if d_step > 0 else "medium"
-    title = (f"Communication growth hides a {_ms(-d_comp)} compute gain: step "
-             f"{cmp.step.delta_pct:+.1f}%")
     ops = cmp.operators
     like_for_like = ops[(ops["category"] == "compute") & ops["match_kind"].notna()
                         & ~ops["key_id"].isin(claimed)]["delta_us"].sum()
     if split:
         detail += (" Part of the computing drop is the communication the fused op ran inside "
                    f"a compute kernel; matched kernels alone changed by {_ms(like_for_like)}.")
+    gain = -like_for_like if like_for_like < 0 else -d_comp
+    title = (f"Communication growth hides a {_ms(gain)} compute gain: step "
+             f"{cmp.step.delta_pct:+.1f}%")
     return Finding("comm-hides-compute", severity, title, detail, float(d_step),
                    {"delta_computing_us": d_comp, "delta_matched_kernels_us": float(like_for_like),
                     "delta_exposed_us": d_exposed,
