@@ -117,8 +117,10 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
     """Compare two Ascend NPU profiles (BASE = current stack, NEW = candidate) and write a
     Markdown + PNG + JSON report of what changed and why.
 
-    BASE and NEW are each a *_ascend_pt directory, a directory of them (one per rank),
-    or an ASCEND_PROFILER_OUTPUT directory.
+    BASE and NEW are each a profile as the profiler wrote it: a *_ascend_pt or *_ascend_ms
+    directory (text or db export), a directory of them (one per rank), an
+    ASCEND_PROFILER_OUTPUT directory, an msprof PROF_* directory, a trace_view.json or
+    GPU Kineto trace (.json/.json.gz), or an msprof-analyze cluster_analysis_output.
 
     \b
     Exit codes:
