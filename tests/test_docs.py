@@ -4,16 +4,16 @@ import json
 import re
 
 from click.testing import CliRunner
+from conftest import ROOT
 
 from cann_diff.cli import main
-
-from conftest import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def test_readme_holds_the_two_commands_and_ci_runs_the_same_test_command():
-    run = "pip install -e . && cann-diff examples/cann7.0.1.3 examples/cann8.0.RC2 -o reports/example"
+    run = ("pip install -e . && cann-diff examples/cann7.0.1.3 examples/cann8.0.RC2 "
+           "-o reports/example")
     test = "pip install -e '.[test]' && pytest"
     assert run in README and test in README
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")

@@ -1,7 +1,7 @@
 """Reader for the torch_npu / MindSpore SQLite export (cann_diff.readers.sqlite_db).
 
 Expectations are computed straight from the files with sqlite3/csv, never from the
-reader's own output. Real-data cases skip when /work/shared/realdata is absent;
+reader's own output. Real-data cases skip when ../shared/realdata is absent;
 synthetic dbs (built below, with known answers) always run.
 """
 
@@ -15,13 +15,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import REALDATA as REAL
 
 from cann_diff.errors import InputError, SchemaError
 from cann_diff.readers import load_run, sqlite_db
 
-REAL = Path("/work/shared/realdata")
 MSI = REAL / "Ascend__msinsight/test/data/pytorch"
-needs_real = pytest.mark.skipif(not MSI.exists(), reason="/work/shared/realdata (MindStudio "
+needs_real = pytest.mark.skipif(not MSI.exists(), reason="../shared/realdata (MindStudio "
                                                          "Insight text/db twins) not present")
 LEVELS = ("level0", "level1", "level2")
 

@@ -1,7 +1,7 @@
 """Reader for msprof PROF_* directories (cann_diff.readers.msprof_dirs) and detection.
 
 Expected rows come from the files through csv/json in the test. Real-data cases skip
-when /work/shared/realdata is absent; one vllm-ascend PROF dir and one 2023
+when ../shared/realdata is absent; one vllm-ascend PROF dir and one 2023
 MindInsight timeline slice are copied into tests/data/formats (see its README.md).
 """
 
@@ -15,18 +15,18 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from conftest import REALDATA as REAL
 
 from cann_diff.errors import InputError
 from cann_diff.readers import FORMATS, load_run, msprof_dirs
 
-REAL = Path("/work/shared/realdata")
 VLLM = REAL / "vllm-project__vllm-ascend"
 MINDINSIGHT = REAL / "mindspore-ai__mindinsight/tests/utils/resource/profiler"
 DATA = Path(__file__).parent / "data" / "formats"
-needs_vllm = pytest.mark.skipif(not VLLM.exists(), reason="/work/shared/realdata "
+needs_vllm = pytest.mark.skipif(not VLLM.exists(), reason="../shared/realdata "
                                                           "(vllm-ascend msprof output) not present")
 needs_mindinsight = pytest.mark.skipif(not MINDINSIGHT.exists(),
-                                       reason="/work/shared/realdata (MindInsight 2023 PROF "
+                                       reason="../shared/realdata (MindInsight 2023 PROF "
                                               "dirs) not present")
 
 

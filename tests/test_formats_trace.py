@@ -1,7 +1,7 @@
 """Reader for trace_view.json / Kineto traces (cann_diff.readers.trace_json).
 
 Expected counts and times come from the files through json/gzip/csv/Decimal in the
-test, not from the reader. Real-data cases skip when /work/shared/realdata is absent;
+test, not from the reader. Real-data cases skip when ../shared/realdata is absent;
 the HTA trace_compare pair is copied into tests/data/formats (see its README.md).
 """
 
@@ -17,17 +17,17 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import REALDATA as REAL
 
 from cann_diff.errors import InputError, SchemaError
 from cann_diff.readers import load_run, trace_json
 
-REAL = Path("/work/shared/realdata")
 TEXT = REAL / "Ascend__msinsight/test/data/pytorch/text"
 HTA = REAL / "facebookresearch__HolisticTraceAnalysis/tests/data"
 DATA = Path(__file__).parent / "data" / "formats"
-needs_text = pytest.mark.skipif(not TEXT.exists(), reason="/work/shared/realdata (MindStudio "
+needs_text = pytest.mark.skipif(not TEXT.exists(), reason="../shared/realdata (MindStudio "
                                                           "Insight text export) not present")
-needs_hta = pytest.mark.skipif(not HTA.exists(), reason="/work/shared/realdata (HTA Kineto "
+needs_hta = pytest.mark.skipif(not HTA.exists(), reason="../shared/realdata (HTA Kineto "
                                                         "traces) not present")
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 

@@ -2,7 +2,7 @@
 
 Crafted fixtures are written into tmp_path; their answers are worked out by hand in the
 comments. Real files come from tests/data/memory (see its README.md) and, when present,
-from /work/shared/realdata; their expected figures are computed here with the csv and
+from ../shared/realdata; their expected figures are computed here with the csv and
 sqlite3 modules, independently of the code under test.
 """
 
@@ -17,6 +17,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from conftest import REALDATA
 
 from cann_diff import memory
 from cann_diff.errors import InputError, SchemaError
@@ -24,8 +25,8 @@ from cann_diff.memory import MAX_POINTS, compare_memory, read_memory
 from cann_diff.render.memory_section import draw_memory_chart, render_memory_markdown
 
 DATA = Path(__file__).parent / "data" / "memory"
-# ../shared/realdata beside the project (/work/shared/realdata here); absent in a user's clone
-REAL = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "Ascend__msinsight"
+# ../shared/realdata beside the project; absent in a user's clone
+REAL = REALDATA / "Ascend__msinsight"
 needs_real = pytest.mark.skipif(not REAL.is_dir(),
                                 reason="../shared/realdata (read-only reference data) is absent; "
                                        "tests/data/memory covers the rest")
