@@ -242,3 +242,30 @@ def normalize_distinct(values: pd.Series, func) -> pd.Categorical:
     """Apply a vectorized string ``func`` to the distinct values only; return a categorical."""
     distinct, inverse = _distinct_rows(values.to_frame("v"), ["v"])
     return expand(func(distinct["v"]), inverse)
+
+
+# Host↔device copy directions as op names and db enums spell them.
+_LETTER_BEFORE, _LETTER_AFTER = r"(?<![A-Z])", r"(?![A-Z])"
+_DIRECTION_PATTERNS = (
+    ("host_to_device", r"H2D|HTOD|HOST_?TO_?DEVICE|HOST2DEVICE"),
+    ("device_to_host", r"D2H|DTOH|DEVICE_?TO_?HOST|DEVICE2HOST"),
+    ("device_to_device", r"D2D|DTOD|DEVICE_?TO_?DEVICE|DEVICE2DEVICE"),
+)
+
+
+def copy_direction(text: pd.Series, known: str = "unknown") -> pd.Series:
+    """Copy direction named in free text (``MEMCPY_H2D``, ``Memcpy HtoD``, ``host to device``).
+
+    Returns ``host_to_device``/``device_to_host``/``device_to_device``, else ``known``
+    (``unknown`` for op names, ``other`` for a db operation that names another kind).
+    Vectorized over the distinct values.
+    """
+    values = pd.Series(text, dtype="object").fillna("").astype(str)
+    distinct = pd.Series(values.unique())
+    upper = distinct.str.upper().str.replace(r"[\s\-]+", "_", regex=True)
+    found = pd.Series(known, index=distinct.index, dtype="object")
+    for direction, pattern in reversed(_DIRECTION_PATTERNS):  # first listed wins
+        hit = upper.str.contains(f"{_LETTER_BEFORE}(?:{pattern}){_LETTER_AFTER}", regex=True)
+        found = found.mask(hit, direction)
+    lookup = pd.Series(found.to_numpy(), index=distinct.to_numpy())
+    return pd.Series(values.map(lookup).to_numpy(), index=values.index, dtype="object")

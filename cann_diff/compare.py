@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .match import Matched
-from .schema import Run
+from .schema import Run, RunSummary
 from .stats import (
     DEFAULT_THRESHOLDS,
     Thresholds,
@@ -22,7 +22,6 @@ from .stats import (
     compare_steps,
     status_of,
 )
-from .timeline import exposed_communication_us
 
 BREAKDOWN_FIELDS = ("computing", "communication_not_overlapped", "overlapped", "communication",
                     "free", "bubble", "preparing")
@@ -68,41 +67,52 @@ class Comparison:
     groups: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
-def units_of(ops: pd.DataFrame) -> pd.Series:
-    """Per row, the (rank, step) unit it belongs to, as an integer id."""
-    step = ops["step"].fillna(-1).to_numpy(np.int64) + 1
-    rank = ops["rank"].to_numpy(np.int64)
+def units_of(frame: pd.DataFrame) -> pd.Series:
+    """Per row (of ``Run.ops`` or ``summary.ops``), its (rank, step) unit as an integer id."""
+    step = frame["step"].fillna(-1).to_numpy(np.int64) + 1
+    rank = frame["rank"].to_numpy(np.int64)
     width = int(step.max()) + 1 if len(step) else 1
-    return pd.Series(pd.factorize(rank * width + step)[0], index=ops.index)
+    return pd.Series(pd.factorize(rank * width + step)[0], index=frame.index)
 
 
-def _count_units(ops: pd.DataFrame) -> int:
-    return max(int(units_of(ops).nunique()), 1) if len(ops) else 1
+def _count_units(frame: pd.DataFrame) -> int:
+    return max(int(units_of(frame).nunique()), 1) if len(frame) else 1
 
 
-def _side_stats(ops: pd.DataFrame, keys: np.ndarray, n_units: int, prefix: str) -> pd.DataFrame:
-    frame = pd.DataFrame({"key_id": keys, "dur": ops["dur_us"].to_numpy(),
-                          "unit": units_of(ops).to_numpy()})
-    grouped = frame.groupby("key_id")["dur"]
-    stats = pd.DataFrame({
-        "instances": grouped.size(), "total_us": grouped.sum() / n_units,
-        "mean_us": grouped.mean(), "median_us": grouped.median(),
-        "p95_us": grouped.quantile(0.95),
-    })
+def _sample_keys(summary: RunSummary, keys: np.ndarray) -> np.ndarray:
+    rows = summary.samples["row"].to_numpy()
+    return keys[rows] if len(rows) else np.zeros(0, dtype=np.int64)
+
+
+def _side_stats(summary: RunSummary, keys: np.ndarray, n_units: int,
+                prefix: str) -> pd.DataFrame:
+    """Counts and totals per key, exact from the summary; median and p95 from its samples."""
+    ops = summary.ops
+    frame = pd.DataFrame({"key_id": keys, "count": ops["count"].to_numpy(),
+                          "total": ops["total_us"].to_numpy(), "unit": units_of(ops).to_numpy()})
+    grouped = frame.groupby("key_id")
+    durations = pd.Series(summary.samples["dur_us"].to_numpy()).groupby(
+        _sample_keys(summary, keys))
+    stats = pd.DataFrame({"instances": grouped["count"].sum(),
+                          "total_us": grouped["total"].sum() / n_units})
+    stats["mean_us"] = stats["total_us"] * n_units / stats["instances"]
+    stats["median_us"] = durations.median()
+    stats["p95_us"] = durations.quantile(0.95)
     stats["count"] = stats["instances"] / n_units
-    per_unit = frame.groupby(["key_id", "unit"]).size().groupby("key_id")
+    per_unit = frame.groupby(["key_id", "unit"])["count"].sum().groupby("key_id")
     units_with_key = per_unit.size()
     stats["count_min"] = per_unit.min().where(units_with_key >= n_units, 0)
     stats["count_max"] = per_unit.max()
     return stats.add_prefix(prefix)
 
 
-def _durations_by_key(ops: pd.DataFrame, keys: np.ndarray) -> dict[int, np.ndarray]:
-    if len(keys) == 0:
+def _durations_by_key(summary: RunSummary, keys: np.ndarray) -> dict[int, np.ndarray]:
+    sample_keys = _sample_keys(summary, keys)
+    if len(sample_keys) == 0:
         return {}
-    order = np.argsort(keys, kind="stable")
-    sorted_keys = keys[order]
-    durations = ops["dur_us"].to_numpy()[order]
+    order = np.argsort(sample_keys, kind="stable")
+    sorted_keys = sample_keys[order]
+    durations = summary.samples["dur_us"].to_numpy()[order]
     bounds = np.flatnonzero(np.diff(sorted_keys)) + 1
     starts = np.concatenate(([0], bounds))
     return {int(sorted_keys[s]): chunk for s, chunk in zip(starts, np.split(durations, bounds))}
@@ -112,8 +122,8 @@ def compare_operators(base: Run, new: Run, matched: Matched, thresholds: Thresho
                       base_units: int, new_units: int) -> pd.DataFrame:
     """Per matched key: counts and times per step, deltas, significance and status."""
     table = matched.keys.set_index("key_id")
-    table = table.join(_side_stats(base.ops, matched.base_key, base_units, "base_"))
-    table = table.join(_side_stats(new.ops, matched.new_key, new_units, "new_"))
+    table = table.join(_side_stats(base.summary, matched.base_key, base_units, "base_"))
+    table = table.join(_side_stats(new.summary, matched.new_key, new_units, "new_"))
     for side in ("base", "new"):
         for column in ("instances", "count", "total_us", "count_min", "count_max"):
             table[f"{side}_{column}"] = table[f"{side}_{column}"].fillna(0)
@@ -122,8 +132,8 @@ def compare_operators(base: Run, new: Run, matched: Matched, thresholds: Thresho
     with np.errstate(divide="ignore", invalid="ignore"):
         table["delta_pct"] = np.where(table["base_total_us"] > 0,
                                       table["delta_us"] / table["base_total_us"] * 100, np.nan)
-    base_durations = _durations_by_key(base.ops, matched.base_key)
-    new_durations = _durations_by_key(new.ops, matched.new_key)
+    base_durations = _durations_by_key(base.summary, matched.base_key)
+    new_durations = _durations_by_key(new.summary, matched.new_key)
     tests = {key: compare_samples(base_durations[key], new_durations[key], thresholds.confidence)
              for key in table.index if key in base_durations and key in new_durations}
     raw_p = np.array([tests[k].p_value if k in tests and tests[k].p_value is not None
@@ -178,20 +188,17 @@ def compare_step(base: Run, new: Run, thresholds: Thresholds) -> StepComparison:
 
 
 def _comm_side(run: Run, prefix: str) -> pd.DataFrame:
-    comm_ops = run.ops[run.ops["category"] == "communication"]
-    n_units = _count_units(run.ops)
-    exposed = exposed_communication_us(run.ops)
-    frame = pd.DataFrame({"comm_type": comm_ops["comm_type"].astype(str),
-                          "dur": comm_ops["dur_us"], "exposed": exposed.reindex(comm_ops.index)})
-    grouped = frame.groupby("comm_type")
-    side = pd.DataFrame({"count": grouped.size() / n_units, "total_us": grouped["dur"].sum()
-                         / n_units, "exposed_us": grouped["exposed"].sum() / n_units})
-    if len(run.comm):
-        by_type = run.comm.groupby(run.comm["comm_type"].astype(str))
-        comm_units = max(len(run.comm[["rank", "step"]].drop_duplicates()), 1)
+    ops, comm = run.summary.ops, run.summary.comm
+    comm_ops = ops[(ops["category"] == "communication").to_numpy()]
+    n_units = _count_units(ops)
+    grouped = comm_ops.groupby(comm_ops["comm_type"].astype(str))
+    side = grouped[["count", "total_us", "exposed_us"]].sum() / n_units
+    if len(comm):
+        by_type = comm.groupby(comm["comm_type"].astype(str))
+        comm_units = max(len(comm[["rank", "step"]].drop_duplicates()), 1)
         side = side.join(by_type[list(COMM_JSON_FIELDS)].sum() / comm_units, how="outer")
         if comm_ops.empty:  # no kernels (cluster summary): counts and time from the json
-            side["count"] = by_type.size() / comm_units
+            side["count"] = by_type["ops"].sum() / comm_units
             side["total_us"] = side["elapse_us"]
             side["exposed_us"] = np.nan
     return side.add_prefix(prefix)
@@ -216,9 +223,10 @@ RANK_FIELDS = ("stage", "computing", "communication_not_overlapped", "free")
 
 def _rank_side(run: Run, prefix: str) -> pd.DataFrame:
     side = run.steps.groupby("rank")[list(RANK_FIELDS)].mean()
-    if len(run.comm):
-        units = run.comm.groupby("rank")["step"].nunique(dropna=False).clip(lower=1)
-        comm = run.comm.groupby("rank")[["wait_us", "transit_us"]].sum().div(units, axis=0)
+    if len(run.summary.comm):
+        by_rank = run.summary.comm.groupby("rank")
+        units = by_rank["step"].nunique(dropna=False).clip(lower=1)
+        comm = by_rank[["wait_us", "transit_us"]].sum().div(units, axis=0)
         side = side.join(comm, how="left")
     return side.add_prefix(prefix)
 
@@ -235,14 +243,14 @@ LINKS = ("hccs", "rdma", "pcie", "sio", "sdma")
 
 
 def _group_side(run: Run, prefix: str) -> pd.DataFrame:
-    comm = run.comm
+    comm = run.summary.comm
     if comm.empty:
         return pd.DataFrame()
     by_group = comm.groupby("group")
-    units = by_group[["rank", "step"]].apply(lambda g: len(g.drop_duplicates())).clip(lower=1)
+    units = comm[["group", "rank", "step"]].drop_duplicates().groupby("group").size().clip(lower=1)
     sums = by_group[["elapse_us", "transit_us", "wait_us", "synchronization_us"]].sum()
     side = sums.div(units, axis=0)
-    side["ops"] = by_group.size() / units
+    side["ops"] = by_group["ops"].sum() / units
     side["ranks"] = by_group["rank"].nunique()
     with np.errstate(divide="ignore", invalid="ignore"):
         side["wait_ratio"] = sums["wait_us"] / (sums["wait_us"] + sums["transit_us"])
@@ -266,7 +274,8 @@ def compare_groups(base: Run, new: Run) -> pd.DataFrame:
 
 
 def _step_set(run: Run) -> tuple[int, ...]:
-    steps = run.ops["step"] if len(run.ops) else run.steps["step"]
+    ops = run.summary.ops
+    steps = ops["step"] if len(ops) else run.steps["step"]
     return tuple(sorted(int(s) for s in steps.dropna().unique()))
 
 
@@ -274,7 +283,7 @@ def compare(base: Run, new: Run, matched: Matched,
             thresholds: Thresholds = DEFAULT_THRESHOLDS) -> Comparison:
     """Build the Comparison of two matched runs."""
     warnings = []
-    base_units, new_units = _count_units(base.ops), _count_units(new.ops)
+    base_units, new_units = _count_units(base.summary.ops), _count_units(new.summary.ops)
     operators = compare_operators(base, new, matched, thresholds, base_units, new_units)
     step = compare_step(base, new, thresholds)
     base_steps, new_steps = _step_set(base), _step_set(new)
@@ -289,6 +298,12 @@ def compare(base: Run, new: Run, matched: Matched,
         warnings.append(f"few steps ({len(step.base_samples)} vs {len(step.new_samples)}): "
                         "step significance uses Welch's t-test, which assumes roughly "
                         "normal step times")
+    for run in (base, new):
+        if run.summary.sampled:
+            warnings.append(f"{run.label}: per-operator medians, p95 and tests use "
+                            f"{run.summary.sample_size:,} of {run.summary.kernels:,} kernel "
+                            "durations, order statistics spread evenly over every rank, step "
+                            "and operator; counts and totals are exact")
     if set(base.meta.ranks) != set(new.meta.ranks):
         warnings.append(f"rank sets differ (base {list(base.meta.ranks)}, new "
                         f"{list(new.meta.ranks)}); per-rank means compare unequal sets")

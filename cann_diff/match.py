@@ -24,7 +24,7 @@ class Matched:
 
     ``keys`` has KEY_COLUMNS; ``match_kind`` is ``exact``, ``family``, ``type-only`` or
     None for rows on one side only. ``base_key``/``new_key`` are int arrays aligned
-    with the rows of each run's ``ops``.
+    with the rows matched (``summary.ops`` in the pipeline).
     """
 
     keys: pd.DataFrame
@@ -71,7 +71,10 @@ def _flatten(lists: pd.Series) -> list[int]:
 
 
 def match(base_ops: pd.DataFrame, new_ops: pd.DataFrame) -> Matched:
-    """Match operator groups of ``base_ops`` and ``new_ops`` (canonical frames)."""
+    """Match the operator groups of two frames (``summary.ops`` or ``Run.ops``).
+
+    Both need ``op_type``, ``input_shapes``, ``family`` and ``category``.
+    """
     base_groups, base_row_group = _groups(base_ops)
     new_groups, new_row_group = _groups(new_ops)
     exact = base_groups.merge(new_groups, on=GROUP_KEY, how="outer", suffixes=("_base", "_new"),

@@ -102,7 +102,6 @@ from .readers.memory_files import (
     OPERATOR_MEMORY,
     RECORD_COLUMNS,
     TRACE_VIEW,
-    copy_direction,
     db_tables,
     empty_frame,
     open_db,
@@ -652,27 +651,23 @@ def _comparison_warnings(base: MemoryData, new: MemoryData,
 
 
 def copy_summary(ops: pd.DataFrame) -> dict:
-    """Host↔device copies of a ``Run.ops`` frame, per (rank, step) unit.
+    """Host↔device copies of a ``summary.ops`` frame, per (rank, step) unit.
 
-    Copies are the rows of category ``memcpy``; units are the (rank, step) pairs of the
-    whole frame (a unit without a copy counts as zero). Direction comes from the op name
-    and types (``MEMCPY_H2D``, ``Memcpy DtoH``, ``…host_to_device``), else ``unknown``.
+    Copies are the rows of category ``memcpy``, by their ``direction``; units are the
+    (rank, step) pairs of the whole frame (a unit without a copy counts as zero).
     Returns ``{"units", "count", "time_us", "directions": {direction: {"count",
     "time_us"}}}``, counts and µs as means per unit; ``units`` is 0 for an empty frame.
     """
     units = int(units_of(ops).nunique()) if len(ops) else 0
     copies = ops[(ops["category"].astype(str) == "memcpy").to_numpy()]
-    text = copies["op_name"].astype(str) + " " + copies["op_type_raw"].astype(str) + " " \
-        + copies["op_type"].astype(str)
-    table = pd.DataFrame({"direction": copy_direction(text).to_numpy(),
-                          "dur_us": copies["dur_us"].to_numpy(dtype="float64")})
-    grouped = table.groupby("direction", sort=True)["dur_us"].agg(["size", "sum"])
+    grouped = copies.groupby(copies["direction"].astype(str), sort=True)[["count", "total_us"]]
+    totals = grouped.sum()
     per_unit = max(units, 1)
-    directions = {str(d): {"count": float(row["size"]) / per_unit,
-                           "time_us": float(row["sum"]) / per_unit}
-                  for d, row in grouped.iterrows()}
-    return {"units": units, "count": len(table) / per_unit,
-            "time_us": float(table["dur_us"].sum()) / per_unit, "directions": directions}
+    directions = {str(d): {"count": float(row["count"]) / per_unit,
+                           "time_us": float(row["total_us"]) / per_unit}
+                  for d, row in totals.iterrows()}
+    return {"units": units, "count": float(copies["count"].sum()) / per_unit,
+            "time_us": float(copies["total_us"].sum()) / per_unit, "directions": directions}
 
 
 def _copy_bytes(copies: pd.DataFrame) -> pd.Series:

@@ -45,6 +45,12 @@ def _longer_label(path: Path, label: str, side: str) -> str:
     return f"{parent}/{label}" if parent else f"{side}:{label}"
 
 
+def _ranks_text(ranks: tuple[int, ...]) -> str:
+    if len(ranks) <= 8:
+        return str(list(ranks))
+    return f"{len(ranks)} ({ranks[0]}…{ranks[-1]})"
+
+
 def has_memory_data(memory: MemoryComparison) -> bool:
     """True when at least one run recorded memory (profile_memory=True)."""
     return bool(memory.peak_reserved or memory.peak_allocated or memory.operators
@@ -75,20 +81,21 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
                               ("new", new_path, options.new_label)):
         progress(f"reading {side}: {path}")
         run = load_run(path, label, fusion_map=options.fusion_map, alias_map=options.alias_map,
-                       jobs=options.jobs, scheduler=options.scheduler,
+                       jobs=options.jobs, scheduler=options.scheduler, keep_rows=False,
                        progress=lambda done, total, side=side: rank_progress(side, done, total))
         runs.append(select_steps(run, options.steps))
-        progress(f"  {len(run.ops):,} kernels, ranks {list(run.meta.ranks)}")
+        progress(f"  {run.summary.kernels:,} kernels, ranks {_ranks_text(run.meta.ranks)}")
     base, new = runs
     if base.label == new.label and not (options.base_label or options.new_label):
         base, new = (replace(run, label=_longer_label(Path(path), run.label, side))
                      for run, path, side in ((base, base_path, "base"), (new, new_path, "new")))
     progress("matching and comparing")
-    comparison = compare(base, new, match(base.ops, new.ops), options.thresholds)
+    comparison = compare(base, new, match(base.summary.ops, new.summary.ops), options.thresholds)
     progress("reading memory records")
     memory = compare_memory(read_memory(base_path), read_memory(new_path),
-                            options.thresholds.threshold_pct, base_copies=copy_summary(base.ops),
-                            new_copies=copy_summary(new.ops))
+                            options.thresholds.threshold_pct,
+                            base_copies=copy_summary(base.summary.ops),
+                            new_copies=copy_summary(new.summary.ops))
     memory = memory if has_memory_data(memory) else None
     if memory is not None and not (memory.peak_reserved or memory.peak_allocated
                                    or memory.operators or memory.modules):

@@ -28,6 +28,18 @@ input_dtypes     category  normalized (``DT_`` prefix dropped, upper case)
 
 ``Run.comm`` — one row per (rank, step, communication op) from communication.json
 or its db twin: see ``COMM_COLUMNS``; times in µs, sizes in MB.
+
+``Run.ops`` and ``Run.comm`` are kept only when asked for (``load_run(keep_rows=True)``):
+a cluster's rows do not fit one machine. What the later stages read is ``Run.summary``,
+built per rank where the rank was read (``readers/reduce.py``):
+
+* ``summary.ops`` — one row per (rank, step, op_type, input_shapes, family, category,
+  comm_type, direction) with ``count``, ``total_us`` and ``exposed_us`` (communication not
+  hidden behind computation); ``direction`` names a memcpy's direction, else ``""``;
+* ``summary.samples`` — ``row`` (into ``summary.ops``) and ``dur_us``: every duration, or,
+  above the sample budget, evenly spaced order statistics of each row's durations;
+* ``summary.comm`` — one row per (rank, step, comm_type, group) with ``ops`` and the sums
+  of the numeric ``COMM_COLUMNS`` (and per-link ``*_mb``/``*_us`` where known).
 """
 
 from __future__ import annotations
@@ -108,19 +120,50 @@ class RunMeta:
         }
 
 
+SUMMARY_KEY = ("rank", "step", "op_type", "input_shapes", "family", "category", "comm_type",
+               "direction")
+COMM_SUMMARY_KEY = ("rank", "step", "comm_type", "group")
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """The reduced form of a run's rows: additive figures exactly, durations as a sample.
+
+    ``sampled`` is True when some durations were left out of ``samples`` (counts and
+    totals stay exact; medians, percentiles and tests then use the sample).
+    """
+
+    ops: pd.DataFrame
+    samples: pd.DataFrame
+    comm: pd.DataFrame
+    sampled: bool = False
+
+    @property
+    def kernels(self) -> int:
+        """Number of kernel rows summarized."""
+        return int(self.ops["count"].sum()) if len(self.ops) else 0
+
+    @property
+    def sample_size(self) -> int:
+        """Number of durations kept."""
+        return len(self.samples)
+
+
 @dataclass(frozen=True)
 class Run:
     """One profile, read and normalized.
 
     ``step_source`` says where ``steps`` came from: ``step_trace_time`` (the
-    profiler's own figures) or ``kernels`` (recomputed from kernel intervals).
+    profiler's own figures), ``kernels`` (recomputed from kernel intervals) or
+    ``mixed`` (some ranks each). ``ops``/``comm`` are None unless rows were kept.
     """
 
     label: str
     meta: RunMeta
-    ops: pd.DataFrame
+    ops: pd.DataFrame | None
     steps: pd.DataFrame
-    comm: pd.DataFrame
+    comm: pd.DataFrame | None
+    summary: RunSummary
     step_source: str = "step_trace_time"
     warnings: tuple[str, ...] = field(default_factory=tuple)
 

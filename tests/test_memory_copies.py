@@ -18,8 +18,9 @@ import pytest
 from conftest import REALDATA, needs_realdata
 
 from cann_diff import memory
+from cann_diff.canonical import copy_direction
 from cann_diff.memory import compare_memory, copy_summary, read_memory
-from cann_diff.readers.memory_files import copy_direction
+from cann_diff.readers.reduce import summarize_ops
 from cann_diff.render.memory_section import render_memory_markdown
 from cann_diff.schema import conform_ops
 
@@ -35,7 +36,7 @@ VLLM = REALDATA / "vllm-project__vllm-ascend"
 
 
 def ops_frame(rows: list[tuple]) -> pd.DataFrame:
-    """Run.ops-like frame from (rank, step, op_name, op_type, category, dur_us)."""
+    """summary.ops of the Run.ops rows (rank, step, op_name, op_type, category, dur_us)."""
     frame = pd.DataFrame(rows, columns=["rank", "step", "op_name", "op_type", "category",
                                         "dur_us"])
     frame["op_type_raw"] = frame["op_type"]
@@ -45,7 +46,7 @@ def ops_frame(rows: list[tuple]) -> pd.DataFrame:
     frame["start_ns"] = range(len(frame))
     frame["input_shapes"] = ""
     frame["input_dtypes"] = ""
-    return conform_ops(frame)
+    return summarize_ops(conform_ops(frame))[0]
 
 
 def snapshot(folder: Path) -> dict[str, str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from ..timeline import step_breakdown_from_kernels
 from . import cluster_output, msprof_dirs, sqlite_db, torch_text, trace_json
 from .base import RankData
 from .derive import concat_frames
+from .reduce import combine, samples_per_rank, select, summarize
 
 
 @dataclass(frozen=True)
@@ -92,38 +93,79 @@ def _normalize_ops(ops: pd.DataFrame, fusion_map: Path | None,
     return canonicalize(ops, fusion_map, alias_map)[list(OP_COLUMNS)]
 
 
+def _drop_rows_outside_steps(data: RankData) -> None:
+    outside = data.ops["step"].isna()
+    if outside.any() and not outside.all():
+        data.outside_steps = int(outside.sum())
+        data.ops = data.ops[~outside.to_numpy()].reset_index(drop=True)
+
+
 def read_and_reduce(read_rank, fusion_map: Path | None, alias_map: Path | None,
+                    max_samples: int | None, keep_rows: bool,
                     source: Path) -> RankData | list[RankData]:
-    """One rank's read-and-reduce, run in a thread or on a Dask worker: the raw table
-    (text, PMU columns unread) becomes compact canonical rows before it leaves the worker.
+    """One rank's read-and-reduce, run in a thread or on a Dask worker.
+
+    The raw table (text, PMU columns unread) becomes canonical rows, then a RunSummary;
+    only the summary leaves the worker unless ``keep_rows``.
     """
     result = read_rank(source)
     for data in result if isinstance(result, list) else [result]:
         if len(data.ops):
-            data.ops = _normalize_ops(data.ops, fusion_map, alias_map)
+            data.ops = conform_ops(_normalize_ops(data.ops, fusion_map, alias_map))
+            validate(data.ops)
+            _drop_rows_outside_steps(data)
         else:  # a cluster summary has no kernels: nothing to derive
             data.ops = pd.DataFrame({c: pd.Series(dtype=t) for c, t in OP_COLUMNS.items()})
+        if data.steps is None and len(data.ops):
+            data.kernel_steps = step_breakdown_from_kernels(data.ops)
+        data.summary = summarize(data.ops, data.comm, max_samples)
+        data.has_comm = data.comm is not None
+        if not keep_rows:
+            data.ops = data.comm = None
     return result
 
 
 def _steps_of(data: RankData) -> pd.DataFrame | None:
-    if data.steps is None:
+    steps = data.steps if data.steps is not None else data.kernel_steps
+    if steps is None or steps.empty:
         return None
-    steps = data.steps.copy()
+    steps = steps.copy()
     steps["rank"] = data.rank
     return steps[list(STEP_COLUMNS)]
 
 
-def _drop_rows_outside_steps(ops: pd.DataFrame, warnings: list[str]) -> pd.DataFrame:
-    outside = ops["step"].isna()
-    if outside.any() and not outside.all():
-        warnings.append(f"{int(outside.sum())} kernel(s) fall outside every profiler step "
-                        "and are left out")
-        return ops[~outside.to_numpy()].reset_index(drop=True)
-    return ops
+def _step_breakdown(datas: list[RankData], warnings: list[str]) -> tuple[pd.DataFrame, str]:
+    """The profiler's step figures where a rank has them, else the kernel-derived ones."""
+    derived = [d.rank for d in datas if d.steps is None]
+    steps = concat_frames(_steps_of(d) for d in datas)
+    if not len(steps.columns):
+        steps = pd.DataFrame({c: pd.Series(dtype="float64") for c in STEP_COLUMNS})
+    if not derived:
+        return steps, "step_trace_time"
+    if len(derived) == len(datas):
+        warnings.append("no step_trace_time.csv: step breakdown recomputed from kernel "
+                        "intervals (computing = union of non-communication kernels)")
+        return steps, "kernels"
+    warnings.append(f"no step_trace_time.csv for rank(s) {_rank_list(derived)}: their step "
+                    "breakdown is recomputed from kernel intervals")
+    return steps, "mixed"
+
+
+def _rank_list(ranks: list[int], limit: int = 12) -> str:
+    shown = ", ".join(str(r) for r in ranks[:limit])
+    return shown + (f" … ({len(ranks)} ranks)" if len(ranks) > limit else "")
 
 
 StepRanges = list[tuple[int | None, int | None]]
+
+
+def _in_ranges(steps: pd.Series, ranges: StepRanges) -> np.ndarray:
+    values = steps.astype("float64").to_numpy()
+    keep = np.zeros(len(values), dtype=bool)
+    for low, high in ranges:
+        keep |= (values >= (low if low is not None else -np.inf)) & \
+                (values <= (high if high is not None else np.inf))
+    return keep
 
 
 def select_steps(run: Run, ranges: StepRanges | None) -> Run:
@@ -131,27 +173,23 @@ def select_steps(run: Run, ranges: StepRanges | None) -> Run:
 
     A run without step ids is kept whole. Raises InputError when no step is left.
     """
-    if not ranges or run.ops["step"].isna().all():
+    summary = run.summary
+    if not ranges or summary.ops["step"].isna().all():
         return run
-
-    def chosen(steps: pd.Series) -> np.ndarray:
-        values = steps.astype("float64").to_numpy()
-        keep = np.zeros(len(values), dtype=bool)
-        for low, high in ranges:
-            keep |= (values >= (low if low is not None else -np.inf)) & \
-                    (values <= (high if high is not None else np.inf))
-        return keep
-
-    keep = chosen(run.ops["step"])
+    keep = _in_ranges(summary.ops["step"], ranges)
     if not keep.any():
-        available = sorted(int(s) for s in run.ops["step"].dropna().unique())
+        available = sorted(int(s) for s in summary.ops["step"].dropna().unique())
         raise InputError(run.meta.path, f"--steps selects no step of this profile "
                                         f"(it has steps {available})")
-    comm = run.comm[chosen(run.comm["step"])].reset_index(drop=True) if len(run.comm) \
-        else run.comm
-    return Run(run.label, run.meta, run.ops[keep].reset_index(drop=True),
-               run.steps[chosen(run.steps["step"])].reset_index(drop=True), comm,
-               run.step_source, run.warnings)
+
+    def chosen(frame: pd.DataFrame | None) -> pd.DataFrame | None:
+        if frame is None or frame.empty:
+            return frame
+        return frame[_in_ranges(frame["step"], ranges)].reset_index(drop=True)
+
+    summary = select(summary, keep, _in_ranges(summary.comm["step"], ranges))
+    return replace(run, ops=chosen(run.ops), steps=chosen(run.steps), comm=chosen(run.comm),
+                   summary=summary)
 
 
 def _unread_children(path: Path, sources: list[Path]) -> list[str]:
@@ -214,46 +252,47 @@ def _read_all(reader, sources: list[Path], jobs: int, progress,
 
 def load_run(path: str | Path, label: str | None = None, *, fusion_map: Path | None = None,
              alias_map: Path | None = None, jobs: int = 1, scheduler: str | None = None,
-             progress=lambda done, total: None) -> Run:
+             keep_rows: bool = True, progress=lambda done, total: None) -> Run:
     """Read a profile (any supported layout) into a canonical Run.
 
     ``label`` defaults to the directory name; ranks are read by ``jobs`` threads and
     ``progress(done, total)`` is called after each; with ``scheduler`` (a Dask
-    scheduler address) ranks are read on that cluster instead. Raises InputError/SchemaError on
-    unusable input; partial input (no communication.json, no step_trace_time.csv)
-    yields warnings instead.
+    scheduler address) ranks are read on that cluster instead. Each rank is reduced to
+    its summary where it is read; ``keep_rows=False`` keeps only the summaries, which is
+    what a cluster of many ranks needs. Raises InputError/SchemaError on unusable input;
+    partial input (no communication.json, no step_trace_time.csv) yields warnings instead.
     """
     path = Path(path)
     fmt, sources = find_rank_sources(path)
-    reader = partial(read_and_reduce, fmt.read_rank, fusion_map, alias_map)
+    reader = partial(read_and_reduce, fmt.read_rank, fusion_map, alias_map,
+                     samples_per_rank(len(sources)), keep_rows)
     datas, warnings = _assign_ranks(_read_all(reader, sources, jobs, progress, scheduler))
     warnings = _unread_children(path, sources) + warnings
     for data in datas:
         warnings += data.warnings
-    for data in datas:
-        data.ops["rank"] = data.rank
-    ops = concat_frames(d.ops for d in datas)
-    ops = _drop_rows_outside_steps(conform_ops(ops), warnings)
-    validate(ops)
-    if ops.empty:
+    outside = sum(d.outside_steps for d in datas)
+    if outside:
+        warnings.append(f"{outside} kernel(s) fall outside every profiler step and are left out")
+    summary = combine([(d.rank, d.summary) for d in datas])
+    if summary.kernels == 0:
         warnings.append("no kernel rows (a cluster summary): operator comparison unavailable")
-    step_frames = [_steps_of(d) for d in datas]
-    if all(f is not None for f in step_frames):
-        steps, step_source = concat_frames(step_frames), "step_trace_time"
-    else:
-        steps, step_source = step_breakdown_from_kernels(ops), "kernels"
-        warnings.append("no step_trace_time.csv: step breakdown recomputed from kernel "
-                        "intervals (computing = union of non-communication kernels)")
-    comm_frames = [d.comm for d in datas if d.comm is not None]
-    if not comm_frames and (ops["category"] == "communication").any():
+    steps, step_source = _step_breakdown(datas, warnings)
+    has_comm_ops = (summary.ops["category"] == "communication").any()
+    if has_comm_ops and not any(d.has_comm for d in datas):
         warnings.append("no communication.json: transit/wait split of communication unavailable")
-    comm = concat_frames(comm_frames) if comm_frames else empty_comm()
+    ops = comm = None
+    if keep_rows:
+        for data in datas:
+            data.ops["rank"] = data.rank
+        ops = conform_ops(concat_frames(d.ops for d in datas))
+        comm_frames = [d.comm for d in datas if d.comm is not None]
+        comm = concat_frames(comm_frames) if comm_frames else empty_comm()
     info = datas[0].info
     meta = RunMeta(path=str(path), format=fmt.name, ranks=tuple(d.rank for d in datas),
                    cann_version=info.get("cann_version"),
                    torch_npu_version=info.get("torch_npu_version"),
                    device=info.get("device"), profiler_level=info.get("profiler_level"))
-    return Run(label or default_label(path), meta, ops, steps, comm, step_source,
+    return Run(label or default_label(path), meta, ops, steps, comm, summary, step_source,
                tuple(warnings))
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..schema import RunSummary
+
 
 @dataclass
 class RankData:
@@ -28,3 +30,8 @@ class RankData:
     comm: pd.DataFrame | None = None
     info: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # Filled by read_and_reduce, in the worker that read the rank:
+    summary: RunSummary | None = None
+    kernel_steps: pd.DataFrame | None = None  # breakdown from kernel intervals, when no steps
+    outside_steps: int = 0  # kernels left out for lying outside every profiler step
+    has_comm: bool = False  # communication detail was read (before ``comm`` may be dropped)

@@ -1,0 +1,173 @@
+"""Per-rank reduction: summaries are exact where they add up, and bounded where they sample.
+
+The driver never holds every rank's rows: each rank is reduced to a RunSummary in the
+worker that read it. These tests check the summary against the rows it came from (real
+text export and crafted runs), the order-statistic sample by hand, and that a run whose
+durations were sampled gives the same counts, totals and verdicts as the exact one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import DATA
+from profiles import Comm, aclnn, write_profile
+
+from cann_diff.pipeline import Options, diff
+from cann_diff.readers import load_run, reduce, select_steps, torch_text
+from cann_diff.readers import read_and_reduce as read_and_reduce_rank
+from cann_diff.timeline import exposed_communication_us
+
+LEVEL1 = DATA / "realdata" / "Ascend__msinsight" / "test" / "data" / "pytorch" / "text" / "level1"
+RANKS = tuple(range(4))
+
+
+def test_order_statistics_by_hand():
+    # One row of 10 durations (1..10, shuffled) and one of 2; budget 6 of 12 → f = 0.5.
+    # Row 0 keeps max(3, ⌈10·0.5⌉) = 5: positions ⌊(2i+1)·10/10⌋ = 1,3,5,7,9 → 2,4,6,8,10.
+    # Row 1 keeps min(2, max(3, 1)) = 2: both.
+    durations = np.array([7, 3, 10, 1, 5, 2, 9, 4, 8, 6, 30, 20], dtype=float)
+    row = np.array([0] * 10 + [1] * 2)
+    rows, kept, sampled = reduce.order_statistics(row, durations, np.bincount(row), 6)
+    assert sampled
+    assert list(rows) == [0, 0, 0, 0, 0, 1, 1]
+    assert list(kept) == [2, 4, 6, 8, 10, 20, 30]
+
+
+def test_order_statistics_keep_everything_under_budget():
+    durations = np.array([3.0, 1.0, 2.0])
+    rows, kept, sampled = reduce.order_statistics(np.zeros(3, np.int64), durations,
+                                                  np.array([3]), 3)
+    assert not sampled and list(kept) == [3.0, 1.0, 2.0]
+
+
+def test_summary_of_real_export_adds_up_to_its_rows():
+    run = load_run(LEVEL1)
+    ops, summary = run.ops, run.summary
+    assert summary.kernels == len(ops)
+    assert summary.sample_size == len(ops) and not summary.sampled
+    by_type = summary.ops.groupby(summary.ops["op_type"].astype(str))
+    rows_by_type = ops.groupby(ops["op_type"].astype(str))
+    assert by_type["count"].sum().to_dict() == rows_by_type.size().to_dict()
+    assert by_type["total_us"].sum().to_dict() == pytest.approx(
+        rows_by_type["dur_us"].sum().to_dict())
+    exposed = exposed_communication_us(ops)
+    assert summary.ops["exposed_us"].sum() == pytest.approx(exposed.sum())
+    assert exposed.sum() > 0  # the export has exposed hcom ops, so this compares something
+    # Every sample points at a summary row of the same operator and keeps its duration.
+    samples = summary.samples.join(summary.ops[["op_type"]], on="row")
+    assert sorted(samples["dur_us"]) == sorted(ops["dur_us"])
+    assert samples.groupby(samples["op_type"].astype(str)).size().to_dict() == \
+        rows_by_type.size().to_dict()
+
+
+def test_summary_of_communication_json_adds_up(tmp_path):
+    built = write_profile(tmp_path, "run", [aclnn("MatMulV3", 100.0, "8,8;8,8"),
+                                            Comm("allReduce", 50.0), Comm("allGather", 20.0)],
+                          ranks=(0, 1))
+    run = load_run(built.path)
+    comm, summary = run.comm, run.summary.comm
+    assert summary["ops"].sum() == len(comm)
+    for column in ("elapse_us", "transit_us", "wait_us"):
+        assert summary[column].sum() == pytest.approx(comm[column].sum())
+    per_rank = summary.groupby("rank")["ops"].sum()
+    assert per_rank.to_dict() == comm.groupby("rank").size().to_dict()
+
+
+def test_rows_stay_in_the_worker(tmp_path):
+    built = write_profile(tmp_path, "run", [aclnn("MatMulV3", 100.0, "8,8;8,8"),
+                                            Comm("allReduce", 50.0)])
+    rank_dir = next(built.path.iterdir())
+    data = read_and_reduce_rank(torch_text.read_rank, None, None, 1000, False, rank_dir)
+    assert data.ops is None and data.comm is None  # only the summary leaves the worker
+    assert data.has_comm and data.summary.kernels == 6  # 2 ops × 3 steps
+    run = load_run(built.path, keep_rows=False)
+    assert run.ops is None and run.comm is None
+    assert run.summary.kernels == 6
+
+
+def test_select_steps_on_summary_matches_rows(tmp_path):
+    schedule = [aclnn("MatMulV3", 100.0, "8,8;8,8"), aclnn("Add", 5.0, "8,8"),
+                Comm("allReduce", 50.0)]
+    built = write_profile(tmp_path, "run", schedule, ranks=(0, 1), steps=(1, 2, 3, 4),
+                          noise=0.2, seed=5)
+    run = select_steps(load_run(built.path), [(2, 3)])
+    rows, summary = run.ops, run.summary
+    assert set(summary.ops["step"]) == {2, 3} == set(rows["step"])
+    assert summary.kernels == len(rows)
+    assert sorted(summary.samples["dur_us"]) == sorted(rows["dur_us"])
+    kept = summary.samples.join(summary.ops[["step"]], on="row")
+    assert set(kept["step"]) == {2, 3}
+    assert set(summary.comm["step"]) == {2, 3}
+
+
+def test_mixed_step_sources_warn(tmp_path):
+    schedule = [aclnn("MatMulV3", 100.0, "8,8;8,8"), Comm("allReduce", 50.0)]
+    built = write_profile(tmp_path, "run", schedule, ranks=(0, 1))
+    missing = next(p for p in built.path.iterdir() if "4001" in p.name)
+    (missing / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").unlink()
+    run = load_run(built.path)
+    assert run.step_source == "mixed"
+    assert any("rank(s) 1" in w for w in run.warnings)
+    assert sorted(run.steps["rank"].unique()) == [0, 1]  # rank 1 from its kernels
+
+
+def _schedule(rank, step):
+    ops = [aclnn("MatMulV3", 100.0 * (1.3 if step > 0 else 1.0), "64,64;64,64")
+           for _ in range(20)]
+    return ops + [aclnn("Add", 4.0, "64,64") for _ in range(30)] + [Comm("allReduce", 30.0)]
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sampled")
+    base = write_profile(root, "base", lambda r, s: _schedule(r, 0), ranks=RANKS,
+                         noise=0.1, seed=1)
+    new = write_profile(root, "new", _schedule, ranks=RANKS, noise=0.1, seed=2)
+    return base, new
+
+
+def test_sampled_durations_give_the_same_verdicts(pair, monkeypatch):
+    exact = diff(*pair)
+    monkeypatch.setattr(reduce, "SAMPLE_BUDGET", 400)
+    monkeypatch.setattr(reduce, "MIN_RANK_SAMPLES", 100)
+    sampled = diff(*pair)
+    summary = sampled.comparison.base.summary
+    # 4 ranks × 3 steps × 51 kernels = 612; 100 per rank of 153 → about 2/3 kept.
+    assert summary.sampled and summary.kernels == 612
+    assert 350 <= summary.sample_size <= 440
+    columns = ["key_id", "base_instances", "new_instances", "base_total_us", "new_total_us",
+               "base_count_min", "new_count_max", "status"]
+    pd.testing.assert_frame_equal(exact.comparison.operators[columns],
+                                  sampled.comparison.operators[columns])
+    medians = sampled.comparison.operators.set_index("op_type")["new_median_us"]
+    exact_medians = exact.comparison.operators.set_index("op_type")["new_median_us"]
+    assert medians["MatMulV3"] == pytest.approx(exact_medians["MatMulV3"], rel=0.05)
+    assert exact.report.headline == sampled.report.headline
+    assert any("order statistics" in w for w in sampled.report.warnings)
+    assert not any("order statistics" in w for w in exact.report.warnings)
+
+
+def test_sample_size_is_bounded_by_the_budget(pair, monkeypatch):
+    monkeypatch.setattr(reduce, "SAMPLE_BUDGET", 200)
+    monkeypatch.setattr(reduce, "MIN_RANK_SAMPLES", 10)
+    run = load_run(pair[1].path, keep_rows=False)
+    rows = len(run.summary.ops)  # one row per (rank, step, operator)
+    # 50 per rank, plus at most MIN_ROW_SAMPLES per row and one for rounding up.
+    assert run.summary.sample_size <= 200 + rows * (reduce.MIN_ROW_SAMPLES + 1)
+    assert run.summary.sample_size < run.summary.kernels / 2
+
+
+def test_jobs_and_library_rows_do_not_change_the_summary(pair):
+    one = load_run(pair[0].path, jobs=1, keep_rows=True)
+    two = load_run(pair[0].path, jobs=2, keep_rows=False)
+    pd.testing.assert_frame_equal(one.summary.ops, two.summary.ops)
+    pd.testing.assert_frame_equal(one.summary.samples, two.summary.samples)
+    pd.testing.assert_frame_equal(one.summary.comm, two.summary.comm)
+    assert one.steps.equals(two.steps)
+
+
+def test_diff_keeps_no_rows(pair):
+    result = diff(*pair, Options(jobs=2))
+    assert result.comparison.base.ops is None and result.comparison.new.ops is None
