@@ -1,7 +1,7 @@
-"""Device memory of two runs: read the memory files, compare peaks, operators and modules.
+"""Device memory of two runs: compare peaks, operators, modules, copies and HBM bandwidth.
 
-``read_memory(path) -> MemoryData`` reads one input (a rank directory, an
-``ASCEND_PROFILER_OUTPUT`` directory or a directory of rank directories) and
+``read_memory(path) -> MemoryData`` (``readers/memory_runs.py``, re-exported here) reads
+one input, each rank reduced to a ``MemorySummary`` where it is read, and
 ``compare_memory(base, new, threshold_pct) -> MemoryComparison`` compares two of them.
 Nothing here renders; see ``render/memory_section.py``.
 
@@ -80,74 +80,22 @@ All sizes in MB (MiB, as the profiler writes them), times in ms; ``null`` when u
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from .compare import units_of
-from .errors import InputError
-from .readers import concat_frames, find_rank_sources
-from .readers.memory_files import (
-    COPY_COLUMNS,
-    COPY_DIRECTIONS,
-    DB_GLOB,
-    HBM_COLUMNS,
-    MEMORY_RECORD,
-    MODULE_COLUMNS,
-    NPU_MODULE_MEM,
-    OPERATOR_COLUMNS,
-    OPERATOR_MEMORY,
-    RECORD_COLUMNS,
-    TRACE_VIEW,
-    db_tables,
-    empty_frame,
-    open_db,
-    read_db_copies,
-    read_db_hbm,
-    read_db_modules,
-    read_db_operators,
-    read_db_records,
-    read_memory_record,
-    read_npu_module_mem,
-    read_operator_memory,
-    read_trace_hbm,
-)
-from .readers.torch_text import output_dir, rank_dir_of
+from .readers.memory_files import COPY_DIRECTIONS
+from .readers.memory_runs import MAX_POINTS, MemoryData, MemorySummary, read_memory
+
+__all__ = ["MAX_POINTS", "MemoryComparison", "MemoryData", "MemorySummary", "compare_memory",
+           "copy_summary", "read_memory"]
 
 RESERVED_ORDER = ("APP", "PTA+GE", "PTA", "GE")
 ALLOCATED_ORDER = ("PTA+GE", "PTA", "GE")
 HEADLINE_MB = 1024.0  # 1 GB moves the headline whatever the percentage
-MAX_POINTS = 2000
-MEMORY_FILES = (MEMORY_RECORD, OPERATOR_MEMORY, NPU_MODULE_MEM)
 MIB_BYTES = float(2**20)
-
-
-@dataclass(frozen=True, eq=False)
-class MemoryData:
-    """Memory samples of one input, every rank stacked; sizes in MB, times in µs.
-
-    ``records``: rank, component, time_us, allocated_mb (NaN when not recorded),
-    reserved_mb. ``operators``: rank, name, size_mb (one row per allocation).
-    ``modules``: rank, component, time_us, reserved_mb. ``warnings`` name what is missing.
-    ``copies``: rank, direction, count, bytes (db MEMCPY_INFO totals over the profile).
-    ``hbm``: rank, direction (read/write), time_us, gbps (device bandwidth per sample).
-    """
-
-    ranks: tuple[int, ...]
-    records: pd.DataFrame
-    operators: pd.DataFrame
-    modules: pd.DataFrame
-    warnings: tuple[str, ...] = ()
-    copies: pd.DataFrame = field(default_factory=lambda: _no_rows(COPY_COLUMNS))
-    hbm: pd.DataFrame = field(default_factory=lambda: _no_rows(HBM_COLUMNS))
-
-
-def _no_rows(columns: tuple[str, ...]) -> pd.DataFrame:
-    frame = empty_frame(columns).astype({"direction": "object"})
-    return frame.assign(rank=pd.Series(dtype="int64"))[["rank", *columns]]
 
 
 @dataclass(frozen=True)
@@ -289,178 +237,6 @@ def _series_dict(series: MemorySeries) -> dict:
             "reserved_mb": list(series.reserved_mb)}
 
 
-# --------------------------------------------------------------------------- reading
-
-
-def _has_memory(path: Path) -> bool:
-    out = output_dir(path)
-    return any((out / name).is_file() for name in MEMORY_FILES) or any(out.glob(DB_GLOB))
-
-
-def _rank_dirs(path: Path) -> list[Path]:
-    """Rank directories of an input: find_rank_sources' answer when it has one.
-
-    A db-only or memory-only result has no kernel_details.csv, which is what the
-    registered formats look for; such directories are then found by their memory files.
-    """
-    try:
-        return find_rank_sources(path)[1]
-    except InputError:
-        if path.is_file() and path.match(DB_GLOB):
-            return [path]
-        if not path.is_dir():
-            raise
-        if _has_memory(path):
-            return [path]
-        ranks = sorted(child for child in path.iterdir() if child.is_dir() and
-                       _has_memory(child))
-        if not ranks:
-            raise
-        return ranks
-
-
-def _locate(source: Path) -> tuple[Path, list[Path]]:
-    """The export directory of a rank source and its profiler dbs (a source may be a .db)."""
-    if source.is_file():
-        return source.parent, [source] if source.suffix == ".db" else []
-    out = output_dir(source)
-    return out, sorted(out.glob(DB_GLOB))
-
-
-def _rank_ids(rank_dirs: list[Path]) -> tuple[list[int], list[str]]:
-    """Rank from ``profiler_info_<rank>.json``, else the db name, else the position."""
-    ranks = []
-    for position, rank_dir in enumerate(rank_dirs):
-        out, dbs = _locate(rank_dir)
-        names = sorted(p.name for p in rank_dir_of(out).glob("profiler_info_*.json"))
-        names += [p.name for p in dbs]
-        found = [m.group(1) for m in map(re.compile(r"_(\d+)\.(?:json|db)$").search, names)
-                 if m]
-        ranks.append(int(found[0]) if found else position)
-    if len(set(ranks)) < len(ranks):
-        return list(range(len(rank_dirs))), ["several results carry the same rank id; "
-                                             "ranks numbered by directory order instead"]
-    return ranks, []
-
-
-def _missing(label: str, text_name: str, table: str, has_db: bool, what: str) -> str:
-    twin = f" (nor a {table} table in the db)" if has_db else ""
-    return f"{label}: no {text_name}{twin}; {what} (was profile_memory=True?)"
-
-
-def _read_rank(rank_dir: Path, rank: int) -> tuple[pd.DataFrame, ...]:
-    """Read one rank: text files first, each missing one from the db twin when present.
-
-    Returns records, operators, modules, warnings, copies and HBM samples. Copy bytes
-    come from the db only; HBM from the db, else from trace_view.json.
-    """
-    out, dbs = _locate(rank_dir)
-    label = f"rank {rank} ({rank_dir_of(out).name})"
-    warnings = [f"{label}: several profiler dbs; using {dbs[0].name}"] if len(dbs) > 1 else []
-    text = {name: (out / name).is_file() for name in MEMORY_FILES}
-    connection = open_db(dbs[0]) if dbs else None
-    try:
-        try:
-            tables = db_tables(connection, dbs[0]) if connection else set()
-        except InputError as exc:
-            if not all(text.values()):
-                raise
-            # Every memory file is in text: the db only adds copies and HBM samples.
-            tables = set()
-            warnings.append(f"{label}: {exc}; copies and HBM bandwidth not read from it")
-        if text[MEMORY_RECORD]:
-            records, notes = read_memory_record(out / MEMORY_RECORD)
-            warnings += [f"{label}: {note}" for note in notes]
-        elif tables & {"MEMORY_RECORD", "NPU_MEM"}:
-            records = read_db_records(connection, dbs[0], tables)
-        else:
-            records = empty_frame(RECORD_COLUMNS)
-            warnings.append(_missing(label, MEMORY_RECORD, "MEMORY_RECORD", bool(dbs),
-                                     "peak memory unknown"))
-        if text[OPERATOR_MEMORY]:
-            operators = read_operator_memory(out / OPERATOR_MEMORY)
-        elif "OP_MEMORY" in tables:
-            operators = read_db_operators(connection, dbs[0])
-        else:
-            operators = empty_frame(OPERATOR_COLUMNS)
-            warnings.append(_missing(label, OPERATOR_MEMORY, "OP_MEMORY", bool(dbs),
-                                     "per-operator allocations unknown"))
-        if text[NPU_MODULE_MEM]:
-            modules, notes = read_npu_module_mem(out / NPU_MODULE_MEM)
-            warnings += [f"{label}: {note}" for note in notes]
-        elif "NPU_MODULE_MEM" in tables:
-            modules = read_db_modules(connection, dbs[0], tables)
-        else:
-            modules = empty_frame(MODULE_COLUMNS)
-            warnings.append(_missing(label, NPU_MODULE_MEM, "NPU_MODULE_MEM", bool(dbs),
-                                     "memory per module unknown"))
-        copies = read_db_copies(connection, dbs[0], tables) if "MEMCPY_INFO" in tables \
-            else _no_rows(COPY_COLUMNS).drop(columns="rank")
-        if "HBM" in tables:
-            hbm = read_db_hbm(connection, dbs[0])
-        elif (out / TRACE_VIEW).is_file() and \
-                (out / TRACE_VIEW).stat().st_size <= TRACE_HBM_MAX_BYTES:
-            hbm = read_trace_hbm(out / TRACE_VIEW) if _mentions_hbm(out / TRACE_VIEW) \
-                else _no_rows(HBM_COLUMNS).drop(columns="rank")
-        else:
-            if (out / TRACE_VIEW).is_file():
-                # Streaming a multi-GB trace again only for HBM counters would dominate the
-                # run; the db export carries the same samples in its HBM table.
-                warnings.append(f"{label}: {TRACE_VIEW} over "
-                                f"{TRACE_HBM_MAX_BYTES // 2**20} MiB: HBM bandwidth not read "
-                                "(export_type=db has it in the HBM table)")
-            hbm = _no_rows(HBM_COLUMNS).drop(columns="rank")
-    finally:
-        if connection is not None:
-            connection.close()
-    return records, operators, modules, warnings, copies, hbm
-
-
-TRACE_HBM_MAX_BYTES = 256 * 2**20
-
-
-def _mentions_hbm(path: Path) -> bool:
-    """A byte search (memory-mapped, GB/s) before streaming a trace for HBM counters."""
-    import mmap
-
-    with open(path, "rb") as handle:
-        if handle.seek(0, 2) == 0:
-            return False
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return data.find(b'"HBM"') >= 0
-
-
-def _stack(frames: list[pd.DataFrame], ranks: list[int], columns: tuple[str, ...]):
-    tagged = [f.assign(rank=rank) for f, rank in zip(frames, ranks) if len(f)]
-    if not tagged:
-        if "direction" in columns:
-            return _no_rows(columns)
-        return empty_frame(columns).assign(rank=pd.Series(dtype="int64"))[["rank", *columns]]
-    return concat_frames(tagged)[["rank", *columns]]
-
-
-def read_memory(path: str | Path) -> MemoryData:
-    """Read the memory files of every rank of one input into a MemoryData.
-
-    Missing files (the profile was taken without ``profile_memory``) become warnings;
-    unreadable or truncated files raise InputError, files lacking columns SchemaError.
-    """
-    rank_dirs = _rank_dirs(Path(path))
-    ranks, warnings = _rank_ids(rank_dirs)
-    parts = [_read_rank(rank_dir, rank) for rank_dir, rank in zip(rank_dirs, ranks)]
-    for part in parts:
-        warnings += part[3]
-    return MemoryData(
-        ranks=tuple(ranks),
-        records=_stack([p[0] for p in parts], ranks, RECORD_COLUMNS),
-        operators=_stack([p[1] for p in parts], ranks, OPERATOR_COLUMNS),
-        modules=_stack([p[2] for p in parts], ranks, MODULE_COLUMNS),
-        warnings=tuple(warnings),
-        copies=_stack([p[4] for p in parts], ranks, COPY_COLUMNS),
-        hbm=_stack([p[5] for p in parts], ranks, HBM_COLUMNS),
-    )
-
-
 # --------------------------------------------------------------------------- comparing
 
 
@@ -475,14 +251,14 @@ def _num(value) -> float | None:
 def _choose(base: MemoryData, new: MemoryData, order: tuple[str, ...],
             column: str) -> str | None:
     """First component of ``order`` that both runs recorded a value of ``column`` for."""
-    def available(records: pd.DataFrame) -> set:
-        return set(records.loc[records[column].notna(), "component"].unique())
-    both = available(base.records) & available(new.records)
+    def available(peaks: pd.DataFrame) -> set:
+        return set(peaks.loc[peaks[column].notna(), "component"].unique())
+    both = available(base.summary.peaks) & available(new.summary.peaks)
     return next((c for c in order if c in both), None)
 
 
-def _peak(records: pd.DataFrame, component: str, column: str) -> tuple[float, int]:
-    rows = records[(records["component"] == component).to_numpy()]
+def _peak(peaks: pd.DataFrame, component: str, column: str) -> tuple[float, int]:
+    rows = peaks[(peaks["component"] == component).to_numpy()]
     per_rank = rows.groupby("rank")[column].max().dropna()
     return float(per_rank.max()), int(per_rank.idxmax())  # idxmax: lowest rank on ties
 
@@ -493,18 +269,16 @@ def _peak_change(base: MemoryData, new: MemoryData, measure: str,
     component = _choose(base, new, order, column)
     if component is None:
         return None
-    base_mb, base_rank = _peak(base.records, component, column)
-    new_mb, new_rank = _peak(new.records, component, column)
+    base_mb, base_rank = _peak(base.summary.peaks, component, column)
+    new_mb, new_rank = _peak(new.summary.peaks, component, column)
     return PeakChange(measure, component, base_mb, new_mb, new_mb - base_mb,
                       _pct(new_mb - base_mb, base_mb), base_rank, new_rank)
 
 
 def _component_peaks(base: MemoryData, new: MemoryData) -> tuple[dict, ...]:
-    def peaks(records: pd.DataFrame) -> pd.DataFrame:
-        return records.groupby("component").agg(allocated_mb=("allocated_mb", "max"),
-                                                 reserved_mb=("reserved_mb", "max"))
-    table = peaks(base.records).add_prefix("base_").join(
-        peaks(new.records).add_prefix("new_"), how="outer")
+    def peaks(data: MemoryData) -> pd.DataFrame:
+        return data.summary.peaks.groupby("component")[["allocated_mb", "reserved_mb"]].max()
+    table = peaks(base).add_prefix("base_").join(peaks(new).add_prefix("new_"), how="outer")
     rank = {c: i for i, c in enumerate(RESERVED_ORDER)}
     table = table.reset_index()
     table["order"] = table["component"].map(rank).fillna(len(rank))
@@ -515,16 +289,16 @@ def _component_peaks(base: MemoryData, new: MemoryData) -> tuple[dict, ...]:
 
 def _per_name(operators: pd.DataFrame) -> pd.DataFrame:
     ranks = max(operators["rank"].nunique(), 1)
-    table = operators.groupby("name", sort=True)["size_mb"].agg(
-        count="size", total_mb="sum", largest_mb="max")
+    table = operators.groupby("name", sort=True).agg(
+        count=("count", "sum"), total_mb=("total_mb", "sum"), largest_mb=("largest_mb", "max"))
     table[["count", "total_mb"]] = table[["count", "total_mb"]].astype("float64") / ranks
     return table
 
 
 def _operator_table(base: MemoryData, new: MemoryData, threshold_pct: float) -> pd.DataFrame:
     """Every operator name of either run with base/new figures, sorted by |Δ total|."""
-    table = _per_name(base.operators).add_prefix("base_").reset_index().merge(
-        _per_name(new.operators).add_prefix("new_").reset_index(), on="name", how="outer",
+    table = _per_name(base.summary.operators).add_prefix("base_").reset_index().merge(
+        _per_name(new.summary.operators).add_prefix("new_").reset_index(), on="name", how="outer",
         indicator=True)
     for column in ("base_count", "new_count", "base_total_mb", "new_total_mb"):
         table[column] = table[column].fillna(0.0)
@@ -549,9 +323,10 @@ def _operator_changes(table: pd.DataFrame, top_n: int) -> tuple[OperatorMemoryCh
 
 
 def _module_changes(base: MemoryData, new: MemoryData) -> tuple[ModuleMemoryChange, ...]:
-    table = base.modules.groupby("component")["reserved_mb"].max().rename("base_peak_mb") \
-        .to_frame().join(new.modules.groupby("component")["reserved_mb"].max()
-                         .rename("new_peak_mb"), how="outer").reset_index()
+    def peaks(data: MemoryData, name: str) -> pd.Series:
+        return data.summary.modules.groupby("component")["reserved_mb"].max().rename(name)
+    table = peaks(base, "base_peak_mb").to_frame().join(peaks(new, "new_peak_mb"),
+                                                        how="outer").reset_index()
     table["largest"] = table[["base_peak_mb", "new_peak_mb"]].max(axis=1)
     table = table[(table["largest"] > 0).to_numpy()]
     table = table.sort_values(["largest", "component"], ascending=[False, True],
@@ -565,25 +340,15 @@ def _module_changes(base: MemoryData, new: MemoryData) -> tuple[ModuleMemoryChan
     return tuple(ModuleMemoryChange(**row) for row in rows.to_dict("records"))
 
 
-def _series(records: pd.DataFrame, component: str | None, rank: int | None) -> MemorySeries:
+def _series(timelines: pd.DataFrame, component: str | None, rank: int | None) -> MemorySeries:
     """Reserved MB of one component on one rank over ms since its first sample."""
     if component is None or rank is None:
         return MemorySeries()
-    keep = ((records["component"] == component) & (records["rank"] == rank)).to_numpy()
-    rows = records[keep].dropna(subset=["reserved_mb"]).sort_values("time_us",
-                                                                     kind="mergesort")
-    rows = rows.reset_index(drop=True)
+    keep = ((timelines["component"] == component) & (timelines["rank"] == rank)).to_numpy()
+    rows = timelines[keep]
     if rows.empty:
         return MemorySeries(rank)
-    time_ms = (rows["time_us"] - rows["time_us"].iloc[0]) / 1000.0
-    if len(rows) > MAX_POINTS:
-        # Peak-preserving thinning: keep the largest sample of each time bucket.
-        span = float(time_ms.iloc[-1]) or 1.0
-        bucket = np.minimum((time_ms.to_numpy() / span * MAX_POINTS).astype(np.int64),
-                            MAX_POINTS - 1)
-        kept = np.sort(rows["reserved_mb"].groupby(bucket).idxmax().to_numpy())
-        rows, time_ms = rows.loc[kept], time_ms.loc[kept]
-    return MemorySeries(rank, tuple(np.round(time_ms.to_numpy(), 3).tolist()),
+    return MemorySeries(rank, tuple(np.round(rows["time_ms"].to_numpy(float), 3).tolist()),
                         tuple(rows["reserved_mb"].to_numpy(dtype=float).tolist()))
 
 
@@ -641,7 +406,7 @@ def _comparison_warnings(base: MemoryData, new: MemoryData,
                          peaks: list[PeakChange | None]) -> list[str]:
     warnings = [f"base: {w}" for w in base.warnings] + [f"new: {w}" for w in new.warnings]
     for peak, measure in zip(peaks, ("reserved", "allocated")):
-        if peak is None and len(base.records) and len(new.records):
+        if peak is None and len(base.summary.peaks) and len(new.summary.peaks):
             warnings.append(f"peak {measure}: no memory_record component holds it in both "
                             "runs; not compared")
     return warnings
@@ -722,12 +487,16 @@ def _copy_changes(base: MemoryData, new: MemoryData, base_copies: dict | None,
     return units, rows, total
 
 
-def _bandwidth(hbm: pd.DataFrame) -> pd.DataFrame:
-    return hbm.groupby("direction")["gbps"].agg(mean="mean", peak="max", samples="size")
+def _bandwidth(data: MemoryData) -> pd.DataFrame:
+    by_direction = data.summary.hbm.groupby("direction")
+    table = by_direction.agg(samples=("samples", "sum"), total=("total_gbps", "sum"),
+                             peak=("peak_gbps", "max"))
+    table["mean"] = table["total"] / table["samples"]
+    return table
 
 
 def _hbm_changes(base: MemoryData, new: MemoryData) -> tuple[BandwidthChange, ...]:
-    b, n = _bandwidth(base.hbm), _bandwidth(new.hbm)
+    b, n = _bandwidth(base), _bandwidth(new)
     rows = []
     for direction in ("read", "write"):
         if direction not in b.index and direction not in n.index:
@@ -751,7 +520,7 @@ def _hbm_changes(base: MemoryData, new: MemoryData) -> tuple[BandwidthChange, ..
 
 
 def _movement_warnings(base: MemoryData, new: MemoryData) -> list[str]:
-    sampled = [side for side, data in (("base", base), ("new", new)) if len(data.hbm)]
+    sampled = [side for side, data in (("base", base), ("new", new)) if len(data.summary.hbm)]
     if len(sampled) == 1:
         return [f"HBM bandwidth sampled in the {sampled[0]} run only; not compared"]
     return []
@@ -785,8 +554,8 @@ def compare_memory(base: MemoryData, new: MemoryData, threshold_pct: float = 5.0
         operators_changed=int((operators["delta_mb"].abs() > 1e-9).sum()),
         modules=modules,
         timeline_component=component,
-        base_timeline=_series(base.records, component, base_rank),
-        new_timeline=_series(new.records, component, new_rank),
+        base_timeline=_series(base.summary.timelines, component, base_rank),
+        new_timeline=_series(new.summary.timelines, component, new_rank),
         headline=_headline([reserved, allocated], threshold_pct),
         growth=_growth(reserved, operators, modules, threshold_pct),
         warnings=tuple(_comparison_warnings(base, new, [reserved, allocated])

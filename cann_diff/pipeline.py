@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from .analyse import SEVERITY_ORDER, Analysis, Finding, analyse
@@ -92,7 +93,9 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
     progress("matching and comparing")
     comparison = compare(base, new, match(base.summary.ops, new.summary.ops), options.thresholds)
     progress("reading memory records")
-    memory = compare_memory(read_memory(base_path), read_memory(new_path),
+    memory_of = partial(read_memory, jobs=options.jobs, scheduler=options.scheduler,
+                        keep_rows=False)
+    memory = compare_memory(memory_of(base_path), memory_of(new_path),
                             options.thresholds.threshold_pct,
                             base_copies=copy_summary(base.summary.ops),
                             new_copies=copy_summary(new.summary.ops))

@@ -1,9 +1,10 @@
 """Per-rank reduction: summaries are exact where they add up, and bounded where they sample.
 
-The driver never holds every rank's rows: each rank is reduced to a RunSummary in the
-worker that read it. These tests check the summary against the rows it came from (real
-text export and crafted runs), the order-statistic sample by hand, and that a run whose
-durations were sampled gives the same counts, totals and verdicts as the exact one.
+The driver never holds every rank's rows: each rank is reduced, in the worker that read it,
+to a RunSummary (kernels, communication) and a MemorySummary (memory samples). These tests
+check the summaries against the rows they came from (real exports and crafted runs), the
+order-statistic sample by hand, and that a run whose durations were sampled gives the same
+counts, totals and verdicts as the exact one.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 from conftest import DATA
 from profiles import Comm, aclnn, write_profile
 
+from cann_diff.memory import MAX_POINTS, compare_memory, read_memory
 from cann_diff.pipeline import Options, diff
 from cann_diff.readers import load_run, reduce, select_steps, torch_text
 from cann_diff.readers import read_and_reduce as read_and_reduce_rank
@@ -171,3 +173,57 @@ def test_jobs_and_library_rows_do_not_change_the_summary(pair):
 def test_diff_keeps_no_rows(pair):
     result = diff(*pair, Options(jobs=2))
     assert result.comparison.base.ops is None and result.comparison.new.ops is None
+
+
+# --------------------------------------------------------------------------- memory
+
+MEMORY = DATA / "memory"
+
+
+@pytest.mark.parametrize("path", [MEMORY, MEMORY / "test_rank_0"], ids=["two ranks", "one"])
+def test_memory_summary_adds_up_to_raw_rows(path):
+    data = read_memory(path)
+    summary = data.summary
+    peaks = data.records.groupby(["rank", "component"])[["allocated_mb", "reserved_mb"]].max()
+    got = summary.peaks.set_index(["rank", "component"]).sort_index()
+    pd.testing.assert_frame_equal(got, peaks.sort_index(), check_dtype=False)
+    by_name = data.operators.groupby(["rank", "name"])["size_mb"]
+    operators = summary.operators.set_index(["rank", "name"]).sort_index()
+    assert operators["count"].to_dict() == by_name.size().astype(float).to_dict()
+    assert operators["total_mb"].to_dict() == pytest.approx(by_name.sum().to_dict())
+    assert operators["largest_mb"].to_dict() == by_name.max().to_dict()
+    modules = summary.modules.set_index(["rank", "component"])["reserved_mb"]
+    assert modules.to_dict() == data.modules.groupby(["rank", "component"])["reserved_mb"] \
+        .max().to_dict()
+    assert len(summary.timelines) == data.records["reserved_mb"].notna().sum()  # < MAX_POINTS
+
+
+def test_memory_without_rows_compares_the_same(tmp_path):
+    base = read_memory(MEMORY / "test_rank_1", keep_rows=False)
+    new = read_memory(MEMORY / "test_rank_0", keep_rows=False, jobs=2)
+    assert base.records is None and base.operators is None and new.modules is None
+    with_rows = compare_memory(read_memory(MEMORY / "test_rank_1"),
+                               read_memory(MEMORY / "test_rank_0"))
+    assert compare_memory(base, new).to_dict() == with_rows.to_dict()
+    assert with_rows.peak_reserved is not None  # the pair has a peak to compare
+
+
+def test_memory_timeline_thinned_in_the_worker(tmp_path):
+    # 3 ranks × 5000 APP samples: each rank keeps at most MAX_POINTS, its peak included.
+    for rank in range(3):
+        lines = ["Component,Timestamp(us),Total Allocated(MB),Total Reserved(MB),"
+                 "Total Active(MB),Stream Ptr,Device Type"]
+        lines += [f"APP,{1_736_410_576_000_000 + i * 10},,"
+                  f"{1000 + (100 * (rank + 1) if i == 777 * (rank + 1) else i % 5)},,,NPU:{rank}"
+                  for i in range(5000)]
+        out = tmp_path / f"r{rank}_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+        out.mkdir(parents=True)
+        (out / "memory_record.csv").write_text("\n".join(lines) + "\n")
+        (out.parent / f"profiler_info_{rank}.json").write_text("{}")
+    data = read_memory(tmp_path, jobs=2, keep_rows=False)
+    per_rank = data.summary.timelines.groupby("rank")
+    assert per_rank.size().max() <= MAX_POINTS
+    assert per_rank["reserved_mb"].max().to_dict() == {0: 1100.0, 1: 1200.0, 2: 1300.0}
+    result = compare_memory(data, data)
+    assert result.peak_reserved.base_rank == 2 and result.base_timeline.rank == 2
+    assert max(result.base_timeline.reserved_mb) == 1300.0

@@ -225,7 +225,7 @@ def _read_on_dask(reader, sources: list[Path], scheduler: str, progress) -> list
         client.close()
 
 
-def _read_all(reader, sources: list[Path], jobs: int, progress,
+def read_all(reader, sources: list[Path], jobs: int, progress,
               scheduler: str | None = None) -> list[RankData]:
     """Read every source, in parallel threads (pyarrow and pandas release the GIL) or on a
     Dask cluster. A source may hold several ranks (a cluster_analysis_output directory).
@@ -266,7 +266,7 @@ def load_run(path: str | Path, label: str | None = None, *, fusion_map: Path | N
     fmt, sources = find_rank_sources(path)
     reader = partial(read_and_reduce, fmt.read_rank, fusion_map, alias_map,
                      samples_per_rank(len(sources)), keep_rows)
-    datas, warnings = _assign_ranks(_read_all(reader, sources, jobs, progress, scheduler))
+    datas, warnings = _assign_ranks(read_all(reader, sources, jobs, progress, scheduler))
     warnings = _unread_children(path, sources) + warnings
     for data in datas:
         warnings += data.warnings
