@@ -151,7 +151,7 @@ def detect_fusion(cmp: Comparison, fusion_map: Path | None = None):
 
 
 def _significant_drop(cmp: Comparison, field_name: str) -> bool:
-    """Did ``field_name`` of the step breakdown change beyond noise?"""
+    """Tell whether ``field_name`` of the step breakdown changed beyond noise."""
     base = cmp.base.steps.groupby(cmp.base.steps["step"].fillna(-1))[field_name].mean()
     new = cmp.new.steps.groupby(cmp.new.steps["step"].fillna(-1))[field_name].mean()
     test = compare_steps(base.to_numpy(), new.to_numpy(), cmp.thresholds.confidence)
@@ -336,7 +336,7 @@ def slow_ranks(cmp: Comparison) -> list[Finding]:
 
 
 def _waiting_or_transfer(ranks: pd.DataFrame, slow_index) -> tuple[str, str]:
-    """Did the other ranks' communication grow by waiting (for the straggler) or transfer?"""
+    """Tell whether the other ranks' communication grew by waiting (for a straggler)."""
     needed = ("base_wait_us", "new_wait_us", "base_transit_us", "new_transit_us")
     if not all(c in ranks for c in needed):
         return "Without communication.json, wait and transfer cannot be told apart.", "unknown"

@@ -114,20 +114,20 @@ def _write_report(result, out_dir: Path, charts_wanted: bool) -> None:
 @click.version_option(package_name="cann-diff")
 def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, threshold,
          fail_pct, fusion_map, alias_map, jobs, scheduler, no_charts, quiet):
-    """Compare two Ascend NPU profiles (BASE = current stack, NEW = candidate) and write a
-    Markdown + PNG + JSON report of what changed and why.
+    """Compare two Ascend NPU profiles: BASE (current stack) and NEW (candidate).
 
-    BASE and NEW are each a profile as the profiler wrote it: a *_ascend_pt or *_ascend_ms
-    directory (text or db export), a directory of them (one per rank), an
-    ASCEND_PROFILER_OUTPUT directory, an msprof PROF_* directory, a trace_view.json or
-    GPU Kineto trace (.json/.json.gz), or an msprof-analyze cluster_analysis_output.
+    Writes a Markdown + PNG + JSON report of what changed and why. BASE and NEW are
+    each a profile as the profiler wrote it: a *_ascend_pt or *_ascend_ms directory
+    (text or db export), a directory of them (one per rank), an ASCEND_PROFILER_OUTPUT
+    directory, an msprof PROF_* directory, a trace_view.json or GPU Kineto trace
+    (.json/.json.gz), or an msprof-analyze cluster_analysis_output.
 
     \b
     Exit codes:
       0  report written, no gate failed
       1  --fail-on-regression PCT given and the step regressed significantly by >= PCT
       2  bad input or usage (one line on stderr naming the file and the problem)
-    """
+    """  # noqa: D301 (click's \b: a paragraph it must not rewrap)
     started = time.monotonic()
 
     watching = not quiet and sys.stderr.isatty()

@@ -205,8 +205,10 @@ def _comm_side(run: Run, prefix: str) -> pd.DataFrame:
 
 
 def compare_communication(base: Run, new: Run) -> pd.DataFrame:
-    """Per communication type: count, time, exposed time and (where communication.json
-    exists) transit/wait/synchronization per step, both sides."""
+    """Per communication type, both sides: count, time and exposed time per step.
+
+    Where communication.json exists, also transit, wait and synchronization per step.
+    """
     table = _comm_side(base, "base_").join(_comm_side(new, "new_"), how="outer")
     for column in ("count", "total_us", "exposed_us"):
         for side in ("base_", "new_"):
@@ -264,8 +266,10 @@ def _group_side(run: Run, prefix: str) -> pd.DataFrame:
 
 
 def compare_groups(base: Run, new: Run) -> pd.DataFrame:
-    """Per communication group: ops, transit, wait (µs per step and rank), wait ratio and
-    bandwidth per link type (GB/s), both sides."""
+    """Per communication group, both sides: ops, transit and wait (µs per step and rank).
+
+    Also the wait ratio and the bandwidth per link type (GB/s).
+    """
     table = _group_side(base, "base_").join(_group_side(new, "new_"), how="outer")
     if table.empty:
         return table

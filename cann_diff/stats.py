@@ -34,8 +34,11 @@ DEFAULT_THRESHOLDS = Thresholds()
 
 @dataclass(frozen=True)
 class SampleTest:
-    """Outcome of comparing two samples: p-value (None when not computable) and the
-    confidence interval of the ratio new/base (None when too few samples)."""
+    """Outcome of comparing two samples.
+
+    ``p_value`` is None when not computable, the confidence interval of the ratio
+    new/base None when the samples are too small.
+    """
 
     p_value: float | None
     ci_low: float | None
@@ -43,8 +46,11 @@ class SampleTest:
 
 
 def _subsample(values: np.ndarray) -> np.ndarray:
-    """At most MAX_PAIRS_PER_SIDE evenly spaced order statistics: deterministic, and the
-    same for the same sample on both sides (identical runs give an interval around 1)."""
+    """At most MAX_PAIRS_PER_SIDE evenly spaced order statistics.
+
+    Deterministic, and the same for the same sample on both sides (identical runs give
+    an interval around 1).
+    """
     if len(values) <= MAX_PAIRS_PER_SIDE:
         return values
     picks = np.linspace(0, len(values) - 1, MAX_PAIRS_PER_SIDE).round().astype(np.int64)

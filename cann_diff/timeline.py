@@ -89,8 +89,10 @@ def _covered_until(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
 
 
 def exposed_communication_us(ops: pd.DataFrame) -> pd.Series:
-    """Exposed time (µs) of each communication op: its duration minus its overlap with
-    the union of computation on the same rank. Index: the communication rows of ``ops``.
+    """Exposed time (µs) of each communication op, indexed by the communication rows.
+
+    Exposed is the duration minus the overlap with the union of computation on the
+    same rank.
     """
     is_comm = ops["category"].isin(COMM_CATEGORIES).to_numpy()
     start = ops["start_ns"].to_numpy(np.int64)

@@ -227,8 +227,10 @@ def _read_on_dask(reader, sources: list[Path], scheduler: str, progress) -> list
 
 def read_all(reader, sources: list[Path], jobs: int, progress,
               scheduler: str | None = None) -> list[RankData]:
-    """Read every source, in parallel threads (pyarrow and pandas release the GIL) or on a
-    Dask cluster. A source may hold several ranks (a cluster_analysis_output directory).
+    """Read every source in parallel threads (pyarrow and pandas release the GIL).
+
+    With ``scheduler`` the sources are read on that Dask cluster instead. A source may
+    hold several ranks (a cluster_analysis_output directory).
     """
     def flat(results) -> list[RankData]:
         return [d for r in results for d in (r if isinstance(r, list) else [r])]

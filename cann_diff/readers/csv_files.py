@@ -122,7 +122,7 @@ def _is_truncated(path: Path, last_bad_row: str) -> bool:
 
 
 def parse_us_to_ns(values: pd.Series, path: Path, column: str) -> np.ndarray:
-    """Parse µs timestamps written as text (``"1736413971558972.912\\t"``) into int64 ns.
+    r"""Parse µs timestamps written as text (``"1736413971558972.912\\t"``) into int64 ns.
 
     Text is split at the decimal point so that 16 integer digits plus 3 decimals
     survive, which a float64 would not hold.

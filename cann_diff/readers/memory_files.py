@@ -1,4 +1,4 @@
-"""Memory files of one rank → frames in MB and µs: the text export and its db twins.
+r"""Memory files of one rank → frames in MB and µs: the text export and its db twins.
 
 ==========================  ================================  ===========================
 text file                   db twin (ascend_pytorch_profiler)  frame columns

@@ -1,0 +1,1 @@
+"""Render stage: the Markdown report, its charts and the memory section."""
