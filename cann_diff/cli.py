@@ -79,6 +79,12 @@ def _write_report(result, out_dir: Path, charts_wanted: bool) -> None:
                          lambda temp: draw_memory_chart(result.memory, temp))
             chart = "memory.png"
         sections.append(render_memory_markdown(result.memory, chart))
+    ranks = result.report.extra.get("ranks") or []
+    if len(ranks) >= 2:  # every rank, for a spreadsheet; the Markdown shows the top movers
+        import pandas as pd
+
+        write_atomic(out_dir / "ranks.csv", lambda temp: pd.DataFrame(ranks).to_csv(
+            temp, index=False, float_format="%.3f"))
     write_text_atomic(out_dir / "report.md", render_markdown(result.report, charts, sections))
     write_text_atomic(out_dir / "report.json",
                       json.dumps(result.report.to_dict(), indent=2, ensure_ascii=False) + "\n")

@@ -8,6 +8,7 @@ computing is 600 µs above the others' (2 + 1000 + 2 + 800 ≈ 1802 µs → 2402
 import json
 import shutil
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import REALDATA, needs_realdata
@@ -83,6 +84,22 @@ def test_report_has_rank_charts_and_section(runs, tmp_path):
     assert (out / "rank_heatmap.png").stat().st_size > 1000
     report = json.loads((out / "report.json").read_text())
     assert len(report["ranks"]) == 8
+    table = pd.read_csv(out / "ranks.csv").set_index("rank")
+    assert list(table.index) == list(RANKS)
+    assert table.loc[5, "delta_stage_us"] == pytest.approx(600.0, abs=1.0)
+    assert table.drop(5)["delta_stage_us"].abs().max() == pytest.approx(0.0, abs=1e-3)
+
+
+def test_markdown_shows_top_ranks_and_points_to_the_csv(runs, tmp_path):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, [str(runs["base"]), str(runs["slow"]), "-o", str(out),
+                                       "-q", "--no-charts", "--top", "3"])
+    assert result.exit_code == 0, result.output
+    section = (out / "report.md").read_text().split("## Per rank")[1].split("\n## ")[0]
+    assert "Showing the 3 ranks that moved most" in section and "ranks.csv" in section
+    table_rows = [line for line in section.splitlines() if line.startswith("|")][2:]
+    assert len(table_rows) == 3 and table_rows[0].startswith("| 5 ")
+    assert len(pd.read_csv(out / "ranks.csv")) == 8
 
 
 def test_dask_local_cluster_gives_the_same_numbers(runs):

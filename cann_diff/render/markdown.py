@@ -229,8 +229,8 @@ def _ranks_section(report: Report, charts: dict[str, str]) -> list[str]:
         summary = (f"Across {len(ranks)} ranks: median Δ step "
                    f"{fmt.ms(statistics.median(deltas), True)} ms, largest "
                    f"{fmt.ms(max(deltas, key=abs), True)} ms.")
-    more = f" Showing the {len(shown)} ranks that moved most; all are in report.json." \
-        if len(shown) < len(ranks) else ""
+    more = f" Showing the {len(shown)} ranks that moved most; all are in report.json and " \
+        "ranks.csv." if len(shown) < len(ranks) else ""
     lines = ["## Per rank", "", summary + more, "",
              _table(rows, ["rank", "base step ms", "new step ms", "Δ ms", "base exposed",
                            "new exposed", "base wait", "new wait"]), ""]
