@@ -52,14 +52,17 @@ def empty_summary() -> RunSummary:
 
 def _copy_directions(ops: pd.DataFrame) -> pd.Categorical:
     """Direction of each memcpy row (from its names), ``""`` for every other row."""
-    direction = np.full(len(ops), "", dtype=object)
+    codes = np.zeros(len(ops), dtype=np.int8)
+    names = pd.Index([""])
     is_copy = (ops["category"] == "memcpy").to_numpy()
     if is_copy.any():
         copies = ops[is_copy]
         text = copies["op_name"].astype(str) + " " + copies["op_type_raw"].astype(str) \
             + " " + copies["op_type"].astype(str)
-        direction[is_copy] = copy_direction(text).to_numpy()
-    return pd.Categorical(direction)
+        direction = copy_direction(text).to_numpy()
+        names = names.append(pd.Index(sorted(set(direction))))
+        codes[is_copy] = names.get_indexer(direction)
+    return pd.Categorical.from_codes(codes, names)
 
 
 def _exposed(ops: pd.DataFrame) -> np.ndarray:
