@@ -286,6 +286,8 @@ def load_run(path: str | Path, label: str | None = None, *, fusion_map: Path | N
     if keep_rows:
         for data in datas:
             data.ops["rank"] = data.rank
+            if data.comm is not None:  # a rank id assigned here, not known to the reader
+                data.comm["rank"] = data.rank
         ops = conform_ops(concat_frames(d.ops for d in datas))
         comm_frames = [d.comm for d in datas if d.comm is not None]
         comm = concat_frames(comm_frames) if comm_frames else empty_comm()
