@@ -97,7 +97,10 @@ def _side_stats(summary: RunSummary, keys: np.ndarray, n_units: int,
                           "total_us": grouped["total"].sum() / n_units})
     stats["mean_us"] = stats["total_us"] * n_units / stats["instances"]
     stats["median_us"] = durations.median()
-    stats["p95_us"] = durations.quantile(0.95)
+    if summary.sampled:  # the samples sit at the (i + ½)/k quantiles: read them alike
+        stats["p95_us"] = durations.agg(lambda v: np.quantile(v, 0.95, method="hazen"))
+    else:
+        stats["p95_us"] = durations.quantile(0.95)
     stats["count"] = stats["instances"] / n_units
     per_unit = frame.groupby(["key_id", "unit"])["count"].sum().groupby("key_id")
     units_with_key = per_unit.size()
@@ -304,10 +307,12 @@ def compare(base: Run, new: Run, matched: Matched,
                         "normal step times")
     for run in (base, new):
         if run.summary.sampled:
+            share = f"{run.summary.fraction:.1%}, at least one," if run.summary.fraction \
+                else "one"
             warnings.append(f"{run.label}: per-operator medians, p95 and tests use "
                             f"{run.summary.sample_size:,} of {run.summary.kernels:,} kernel "
-                            "durations, order statistics spread evenly over every rank, step "
-                            "and operator; counts and totals are exact")
+                            f"durations ({share} of every rank, step and operator, as evenly "
+                            "spaced quantiles); counts and totals are exact")
     if set(base.meta.ranks) != set(new.meta.ranks):
         warnings.append(f"rank sets differ (base {list(base.meta.ranks)}, new "
                         f"{list(new.meta.ranks)}); per-rank means compare unequal sets")

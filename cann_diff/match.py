@@ -32,12 +32,27 @@ class Matched:
     new_key: np.ndarray
 
 
+def _majority_category(ops: pd.DataFrame, row_group: np.ndarray) -> np.ndarray:
+    """Per group, the category most of its kernels have (ties: alphabetical).
+
+    A type with the same shapes can run on AI_CORE and on AI_CPU; the group is filed
+    where most of its instances ran, whatever the order of the rows.
+    """
+    weight = ops["count"].to_numpy() if "count" in ops else np.ones(len(ops))
+    votes = pd.DataFrame({"group": row_group, "category": ops["category"].astype(str).to_numpy(),
+                          "weight": weight}).groupby(["group", "category"], sort=True)["weight"]
+    ranked = votes.sum().reset_index().sort_values(["group", "weight", "category"],
+                                                   ascending=[True, False, True],
+                                                   kind="mergesort")
+    return ranked.drop_duplicates("group")["category"].to_numpy()
+
+
 def _groups(ops: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     """Distinct (op_type, input_shapes) groups of one side, and each row's group number."""
     grouper = ops.groupby(GROUP_KEY, observed=True, sort=True)
     row_group = grouper.ngroup().to_numpy()
-    groups = grouper.agg(family=("family", "first"), category=("category", "first"))
-    groups = groups.reset_index()
+    groups = grouper.agg(family=("family", "first")).reset_index()
+    groups["category"] = _majority_category(ops, row_group)
     for column in groups.columns:
         groups[column] = groups[column].astype(str)
     groups["group"] = np.arange(len(groups))

@@ -10,7 +10,7 @@ from .analyse import SEVERITY_ORDER, Analysis, Finding, analyse
 from .compare import Comparison, compare
 from .match import match
 from .memory import MemoryComparison, compare_memory, copy_summary, read_memory
-from .readers import StepRanges, load_run, select_steps
+from .readers import StepRanges, load_run
 from .report import Report, build_report
 from .stats import Thresholds
 
@@ -83,8 +83,9 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
         progress(f"reading {side}: {path}")
         run = load_run(path, label, fusion_map=options.fusion_map, alias_map=options.alias_map,
                        jobs=options.jobs, scheduler=options.scheduler, keep_rows=False,
+                       steps=options.steps,
                        progress=lambda done, total, side=side: rank_progress(side, done, total))
-        runs.append(select_steps(run, options.steps))
+        runs.append(run)
         progress(f"  {run.summary.kernels:,} kernels, ranks {_ranks_text(run.meta.ranks)}")
     base, new = runs
     if base.label == new.label and not (options.base_label or options.new_label):

@@ -37,7 +37,8 @@ built per rank where the rank was read (``readers/reduce.py``):
   comm_type, direction) with ``count``, ``total_us`` and ``exposed_us`` (communication not
   hidden behind computation); ``direction`` names a memcpy's direction, else ``""``;
 * ``summary.samples`` — ``row`` (into ``summary.ops``) and ``dur_us``: every duration, or,
-  above the sample budget, evenly spaced order statistics of each row's durations;
+  above the sample budget, the same fraction of every row's durations (at least one) as
+  the quantiles at (i + ½)/k of its sorted durations;
 * ``summary.comm`` — one row per (rank, step, comm_type, group) with ``ops`` and the sums
   of the numeric ``COMM_COLUMNS`` (and per-link ``*_mb``/``*_us`` where known).
 """
@@ -130,13 +131,15 @@ class RunSummary:
     """The reduced form of a run's rows: additive figures exactly, durations as a sample.
 
     ``sampled`` is True when some durations were left out of ``samples`` (counts and
-    totals stay exact; medians, percentiles and tests then use the sample).
+    totals stay exact; medians, percentiles and tests then use the sample), ``fraction``
+    the share of every row's durations kept (1.0 when none was left out).
     """
 
     ops: pd.DataFrame
     samples: pd.DataFrame
     comm: pd.DataFrame
     sampled: bool = False
+    fraction: float = 1.0
 
     @property
     def kernels(self) -> int:

@@ -9,12 +9,16 @@ counts, totals and verdicts as the exact one.
 
 from __future__ import annotations
 
+import csv
+
 import numpy as np
 import pandas as pd
 import pytest
 from conftest import DATA
 from profiles import Comm, aclnn, write_profile
 
+from cann_diff.errors import InputError
+from cann_diff.match import match
 from cann_diff.memory import MAX_POINTS, compare_memory, read_memory
 from cann_diff.pipeline import Options, diff
 from cann_diff.readers import load_run, reduce, select_steps, torch_text
@@ -25,23 +29,27 @@ LEVEL1 = DATA / "realdata" / "Ascend__msinsight" / "test" / "data" / "pytorch" /
 RANKS = tuple(range(4))
 
 
-def test_order_statistics_by_hand():
-    # One row of 10 durations (1..10, shuffled) and one of 2; budget 6 of 12 → f = 0.5.
-    # Row 0 keeps max(3, ⌈10·0.5⌉) = 5: positions ⌊(2i+1)·10/10⌋ = 1,3,5,7,9 → 2,4,6,8,10.
-    # Row 1 keeps min(2, max(3, 1)) = 2: both.
-    durations = np.array([7, 3, 10, 1, 5, 2, 9, 4, 8, 6, 30, 20], dtype=float)
+def test_quantile_sample_by_hand():
+    # Row 0 holds 1..10 (shuffled) and keeps 5: Hazen positions (i + ½)·10/5 − ½ = 2i + ½
+    # of the sorted values, i.e. halfway between 2i+1 and 2i+2 → 1.5, 3.5, 5.5, 7.5, 9.5
+    # (their mean is the row's mean, 5.5). Row 1 keeps both of its 2 values exactly.
+    values = np.array([7, 3, 10, 1, 5, 2, 9, 4, 8, 6, 30, 20], dtype=float)
     row = np.array([0] * 10 + [1] * 2)
-    rows, kept, sampled = reduce.order_statistics(row, durations, np.bincount(row), 6)
-    assert sampled
+    rows, picked = reduce.quantile_sample(row, values, np.array([5, 2]))
     assert list(rows) == [0, 0, 0, 0, 0, 1, 1]
-    assert list(kept) == [2, 4, 6, 8, 10, 20, 30]
+    assert list(picked) == [1.5, 3.5, 5.5, 7.5, 9.5, 20.0, 30.0]
 
 
-def test_order_statistics_keep_everything_under_budget():
-    durations = np.array([3.0, 1.0, 2.0])
-    rows, kept, sampled = reduce.order_statistics(np.zeros(3, np.int64), durations,
-                                                  np.array([3]), 3)
-    assert not sampled and list(kept) == [3.0, 1.0, 2.0]
+def test_sample_fraction_by_hand():
+    counts = np.array([10, 2])
+    # Budget 6: 10·f rounds to 5 and 2·f to 1 up to f = 0.55 (5.5 rounds to even 6).
+    fraction = reduce.sample_fraction(counts, 6)
+    assert fraction == pytest.approx(0.55, abs=1e-6)
+    assert list(reduce.kept_per_row(counts, fraction)) == [5, 1]
+    assert reduce.sample_fraction(counts, 12) == 1.0  # everything fits: nothing sampled
+    # Fewer places than rows: one per row, the sample never outgrows the summary.
+    assert reduce.sample_fraction(np.array([10, 2, 7]), 3) == 0.0
+    assert list(reduce.kept_per_row(np.array([10, 2, 7]), 0.0)) == [1, 1, 1]
 
 
 def test_summary_of_real_export_adds_up_to_its_rows():
@@ -81,7 +89,8 @@ def test_rows_stay_in_the_worker(tmp_path):
     built = write_profile(tmp_path, "run", [aclnn("MatMulV3", 100.0, "8,8;8,8"),
                                             Comm("allReduce", 50.0)])
     rank_dir = next(built.path.iterdir())
-    data = read_and_reduce_rank(torch_text.read_rank, None, None, 1000, False, rank_dir)
+    data = read_and_reduce_rank(torch_text.read_rank, None, None, 1000, False, None,
+                                rank_dir)
     assert data.ops is None and data.comm is None  # only the summary leaves the worker
     assert data.has_comm and data.summary.kernels == 6  # 2 ops × 3 steps
     run = load_run(built.path, keep_rows=False)
@@ -102,6 +111,40 @@ def test_select_steps_on_summary_matches_rows(tmp_path):
     kept = summary.samples.join(summary.ops[["step"]], on="row")
     assert set(kept["step"]) == {2, 3}
     assert set(summary.comm["step"]) == {2, 3}
+
+
+def test_steps_are_chosen_before_durations_are_sampled(tmp_path, monkeypatch):
+    schedule = [aclnn("MatMulV3", 100.0, "8,8;8,8")] * 50
+    built = write_profile(tmp_path, "run", schedule, steps=tuple(range(1, 11)), noise=0.1)
+    monkeypatch.setattr(reduce, "SAMPLE_BUDGET", 100)
+    assert load_run(built.path, keep_rows=False).summary.sampled  # 500 durations > 100
+    one_step = load_run(built.path, keep_rows=False, steps=[(2, 2)])
+    assert not one_step.summary.sampled and one_step.summary.sample_size == 50
+    assert set(one_step.steps["step"]) == {2}
+    with pytest.raises(InputError, match=r"selects no step .*\[1, 2, 3"):
+        load_run(built.path, keep_rows=False, steps=[(20, None)])
+
+
+def _blank_step_ids(rank_dir):
+    kernels = rank_dir / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    with open(kernels, newline="") as handle:
+        rows = list(csv.reader(handle))
+    column = rows[0].index("Step Id")
+    for line in rows[1:]:
+        line[column] = ""
+    with open(kernels, "w", newline="") as handle:
+        csv.writer(handle, lineterminator="\r\n").writerows(rows)
+
+
+def test_a_rank_without_step_ids_is_left_out_like_rows_outside_steps(tmp_path):
+    schedule = [aclnn("MatMulV3", 100.0, "8,8;8,8"), Comm("allReduce", 50.0)]
+    built = write_profile(tmp_path, "run", schedule, ranks=(0, 1, 2), steps=(1, 2, 3, 4))
+    _blank_step_ids(next(p for p in built.path.iterdir() if "4000" in p.name))
+    run = load_run(built.path, keep_rows=False)
+    assert any(w.startswith("8 kernel(s) fall outside") for w in run.warnings)  # 2 × 4
+    assert set(run.summary.ops["rank"]) == {1, 2} and run.summary.kernels == 16
+    operators = diff(built.path, built.path).comparison.operators.set_index("op_type")
+    assert operators.loc["MatMulV3", "base_count"] == 1.0  # per (rank, step): 8 units, not 9
 
 
 def test_mixed_step_sources_warn(tmp_path):
@@ -133,32 +176,48 @@ def pair(tmp_path_factory):
 def test_sampled_durations_give_the_same_verdicts(pair, monkeypatch):
     exact = diff(*pair)
     monkeypatch.setattr(reduce, "SAMPLE_BUDGET", 400)
-    monkeypatch.setattr(reduce, "MIN_RANK_SAMPLES", 100)
     sampled = diff(*pair)
     summary = sampled.comparison.base.summary
-    # 4 ranks × 3 steps × 51 kernels = 612; 100 per rank of 153 → about 2/3 kept.
+    # 4 ranks × 3 steps × 51 kernels = 612, brought down to at most 400.
     assert summary.sampled and summary.kernels == 612
-    assert 350 <= summary.sample_size <= 440
+    assert 380 <= summary.sample_size <= 400
     columns = ["key_id", "base_instances", "new_instances", "base_total_us", "new_total_us",
                "base_count_min", "new_count_max", "status"]
     pd.testing.assert_frame_equal(exact.comparison.operators[columns],
                                   sampled.comparison.operators[columns])
-    medians = sampled.comparison.operators.set_index("op_type")["new_median_us"]
-    exact_medians = exact.comparison.operators.set_index("op_type")["new_median_us"]
-    assert medians["MatMulV3"] == pytest.approx(exact_medians["MatMulV3"], rel=0.05)
+    for column in ("new_median_us", "new_p95_us"):
+        medians = sampled.comparison.operators.set_index("op_type")[column]
+        exact_medians = exact.comparison.operators.set_index("op_type")[column]
+        assert medians["MatMulV3"] == pytest.approx(exact_medians["MatMulV3"], rel=0.03)
     assert exact.report.headline == sampled.report.headline
-    assert any("order statistics" in w for w in sampled.report.warnings)
-    assert not any("order statistics" in w for w in exact.report.warnings)
+    assert any("evenly spaced quantiles" in w for w in sampled.report.warnings)
+    assert not any("evenly spaced quantiles" in w for w in exact.report.warnings)
 
 
 def test_sample_size_is_bounded_by_the_budget(pair, monkeypatch):
     monkeypatch.setattr(reduce, "SAMPLE_BUDGET", 200)
-    monkeypatch.setattr(reduce, "MIN_RANK_SAMPLES", 10)
     run = load_run(pair[1].path, keep_rows=False)
-    rows = len(run.summary.ops)  # one row per (rank, step, operator)
-    # 50 per rank, plus at most MIN_ROW_SAMPLES per row and one for rounding up.
-    assert run.summary.sample_size <= 200 + rows * (reduce.MIN_ROW_SAMPLES + 1)
-    assert run.summary.sample_size < run.summary.kernels / 2
+    assert run.summary.sample_size <= 200 < run.summary.kernels
+    assert run.summary.sampled and 0 < run.summary.fraction < 1
+
+
+def test_unequal_ranks_keep_the_same_share(tmp_path, monkeypatch):
+    # Rank 0 runs 400 extra Adds per step, so it alone exceeds its share of the budget.
+    # Its MatMuls (100 µs) must not be thinned harder than rank 1's (130 µs): pooled, the
+    # MatMul median stays where the exact one is.
+    def schedule(rank, step):
+        ops = [aclnn("MatMulV3", 100.0 if rank == 0 else 130.0, "64,64;64,64")] * 40
+        return ops + ([aclnn("Add", 4.0, "64,64")] * 400 if rank == 0 else [])
+    built = write_profile(tmp_path, "run", schedule, ranks=(0, 1), noise=0.05, seed=4)
+    exact = load_run(built.path)
+    monkeypatch.setattr(reduce, "SAMPLE_BUDGET", 600)  # 2 × 600 / 2 = 600 per rank
+    sampled = load_run(built.path, keep_rows=False)
+    kept = sampled.summary.samples.join(sampled.summary.ops[["rank", "op_type"]], on="row")
+    per_rank = kept[kept["op_type"] == "MatMulV3"].groupby("rank").size()
+    assert per_rank[0] == per_rank[1] > 0
+    matmul = exact.ops[exact.ops["op_type"] == "MatMulV3"]["dur_us"]
+    sampled_matmul = kept.loc[kept["op_type"] == "MatMulV3", "dur_us"]
+    assert sampled_matmul.median() == pytest.approx(matmul.median(), rel=0.02)
 
 
 def test_jobs_and_library_rows_do_not_change_the_summary(pair):
@@ -227,3 +286,13 @@ def test_memory_timeline_thinned_in_the_worker(tmp_path):
     result = compare_memory(data, data)
     assert result.peak_reserved.base_rank == 2 and result.base_timeline.rank == 2
     assert max(result.base_timeline.reserved_mb) == 1300.0
+
+
+def test_a_group_is_filed_where_most_of_its_kernels_ran():
+    # Summary rows sorted by rank first: the one AI_CPU instance on rank 0 comes before
+    # the ten AI_CORE ones on rank 1, but the group is compute.
+    rows = pd.DataFrame({"rank": [0, 1], "step": [1, 1], "op_type": ["Cast", "Cast"],
+                         "input_shapes": ["8,8", "8,8"], "family": ["Cast", "Cast"],
+                         "category": ["aicpu", "compute"], "count": [1, 10]})
+    keys = match(rows, rows).keys
+    assert keys["category"].tolist() == ["compute"]

@@ -93,6 +93,18 @@ def _normalize_ops(ops: pd.DataFrame, fusion_map: Path | None,
     return canonicalize(ops, fusion_map, alias_map)[list(OP_COLUMNS)]
 
 
+StepRanges = list[tuple[int | None, int | None]]
+
+
+def _in_ranges(steps: pd.Series, ranges: StepRanges) -> np.ndarray:
+    values = steps.astype("float64").to_numpy()
+    keep = np.zeros(len(values), dtype=bool)
+    for low, high in ranges:
+        keep |= (values >= (low if low is not None else -np.inf)) & \
+                (values <= (high if high is not None else np.inf))
+    return keep
+
+
 def _drop_rows_outside_steps(data: RankData) -> None:
     outside = data.ops["step"].isna()
     if outside.any() and not outside.all():
@@ -100,13 +112,26 @@ def _drop_rows_outside_steps(data: RankData) -> None:
         data.ops = data.ops[~outside.to_numpy()].reset_index(drop=True)
 
 
+def _keep_steps(data: RankData, ranges: StepRanges) -> None:
+    """Keep the rows of the chosen steps; a rank without step ids is kept whole."""
+    frames = [f for f in (data.ops, data.steps) if f is not None and len(f)]
+    data.step_ids = tuple(sorted({int(s) for f in frames for s in f["step"].dropna().unique()}))
+    if not data.step_ids:
+        return
+    data.ops = data.ops[_in_ranges(data.ops["step"], ranges)].reset_index(drop=True)
+    if data.steps is not None:
+        data.steps = data.steps[_in_ranges(data.steps["step"], ranges)].reset_index(drop=True)
+    if data.comm is not None and len(data.comm):
+        data.comm = data.comm[_in_ranges(data.comm["step"], ranges)].reset_index(drop=True)
+
+
 def read_and_reduce(read_rank, fusion_map: Path | None, alias_map: Path | None,
-                    max_samples: int | None, keep_rows: bool,
+                    max_samples: int | None, keep_rows: bool, steps: StepRanges | None,
                     source: Path) -> RankData | list[RankData]:
     """One rank's read-and-reduce, run in a thread or on a Dask worker.
 
-    The raw table (text, PMU columns unread) becomes canonical rows, then a RunSummary;
-    only the summary leaves the worker unless ``keep_rows``.
+    The raw table (text, PMU columns unread) becomes canonical rows of the chosen
+    ``steps``, then a RunSummary; only the summary leaves the worker unless ``keep_rows``.
     """
     result = read_rank(source)
     for data in result if isinstance(result, list) else [result]:
@@ -116,6 +141,8 @@ def read_and_reduce(read_rank, fusion_map: Path | None, alias_map: Path | None,
             _drop_rows_outside_steps(data)
         else:  # a cluster summary has no kernels: nothing to derive
             data.ops = pd.DataFrame({c: pd.Series(dtype=t) for c, t in OP_COLUMNS.items()})
+        if steps:
+            _keep_steps(data, steps)
         if data.steps is None and len(data.ops):
             data.kernel_steps = step_breakdown_from_kernels(data.ops)
         data.summary = summarize(data.ops, data.comm, max_samples)
@@ -154,18 +181,6 @@ def _step_breakdown(datas: list[RankData], warnings: list[str]) -> tuple[pd.Data
 def _rank_list(ranks: list[int], limit: int = 12) -> str:
     shown = ", ".join(str(r) for r in ranks[:limit])
     return shown + (f" … ({len(ranks)} ranks)" if len(ranks) > limit else "")
-
-
-StepRanges = list[tuple[int | None, int | None]]
-
-
-def _in_ranges(steps: pd.Series, ranges: StepRanges) -> np.ndarray:
-    values = steps.astype("float64").to_numpy()
-    keep = np.zeros(len(values), dtype=bool)
-    for low, high in ranges:
-        keep |= (values >= (low if low is not None else -np.inf)) & \
-                (values <= (high if high is not None else np.inf))
-    return keep
 
 
 def select_steps(run: Run, ranges: StepRanges | None) -> Run:
@@ -254,28 +269,44 @@ def read_all(reader, sources: list[Path], jobs: int, progress,
 
 def load_run(path: str | Path, label: str | None = None, *, fusion_map: Path | None = None,
              alias_map: Path | None = None, jobs: int = 1, scheduler: str | None = None,
-             keep_rows: bool = True, progress=lambda done, total: None) -> Run:
+             keep_rows: bool = True, steps: StepRanges | None = None,
+             progress=lambda done, total: None) -> Run:
     """Read a profile (any supported layout) into a canonical Run.
 
     ``label`` defaults to the directory name; ranks are read by ``jobs`` threads and
     ``progress(done, total)`` is called after each; with ``scheduler`` (a Dask
     scheduler address) ranks are read on that cluster instead. Each rank is reduced to
     its summary where it is read; ``keep_rows=False`` keeps only the summaries, which is
-    what a cluster of many ranks needs. Raises InputError/SchemaError on unusable input;
+    what a cluster of many ranks needs. ``steps`` keeps only those steps, before anything
+    is summarized (see ``select_steps``). Raises InputError/SchemaError on unusable input;
     partial input (no communication.json, no step_trace_time.csv) yields warnings instead.
     """
     path = Path(path)
     fmt, sources = find_rank_sources(path)
     reader = partial(read_and_reduce, fmt.read_rank, fusion_map, alias_map,
-                     samples_per_rank(len(sources)), keep_rows)
+                     samples_per_rank(len(sources)), keep_rows, steps)
     datas, warnings = _assign_ranks(read_all(reader, sources, jobs, progress, scheduler))
     warnings = _unread_children(path, sources) + warnings
     for data in datas:
         warnings += data.warnings
+    summary = combine([(d.rank, d.summary) for d in datas])
     outside = sum(d.outside_steps for d in datas)
+    unstepped = summary.ops["step"].isna().to_numpy()
+    if unstepped.any() and not unstepped.all():  # whole ranks without step ids
+        outside += int(summary.ops.loc[unstepped, "count"].sum())
+        summary = select(summary, ~unstepped, np.ones(len(summary.comm), dtype=bool))
+        for data in datas:
+            data.kernel_steps = None if data.kernel_steps is None else \
+                data.kernel_steps[data.kernel_steps["step"].notna()]
+            if keep_rows:
+                data.ops = data.ops[data.ops["step"].notna().to_numpy()]
     if outside:
         warnings.append(f"{outside} kernel(s) fall outside every profiler step and are left out")
-    summary = combine([(d.rank, d.summary) for d in datas])
+    available = sorted({s for d in datas for s in d.step_ids})
+    if steps and available and summary.kernels == 0 and not any(
+            d.steps is not None and len(d.steps) for d in datas):
+        raise InputError(path, f"--steps selects no step of this profile "
+                               f"(it has steps {available})")
     if summary.kernels == 0:
         warnings.append("no kernel rows (a cluster summary): operator comparison unavailable")
     steps, step_source = _step_breakdown(datas, warnings)

@@ -35,3 +35,4 @@ class RankData:
     kernel_steps: pd.DataFrame | None = None  # breakdown from kernel intervals, when no steps
     outside_steps: int = 0  # kernels left out for lying outside every profiler step
     has_comm: bool = False  # communication detail was read (before ``comm`` may be dropped)
+    step_ids: tuple[int, ...] = ()  # step ids the rank had before a step selection

@@ -3,8 +3,10 @@
 Hundreds of ranks of millions of kernels do not fit the machine that writes the report.
 Everything the comparison needs from the rows is additive per (rank, step, operator) —
 counts, total and exposed time, copies by direction, communication sums — except the
-duration distribution behind medians, percentiles and tests, which is kept as a bounded
-sample of order statistics. Summaries of ranks concatenate, and steps select on them.
+duration distribution behind medians, percentiles and tests. That is kept as a sample:
+every summary row keeps the same fraction f of its durations (at least one), as the
+quantiles at (i + ½)/k of its sorted durations, so that pooled samples weigh every rank,
+step and operator alike. Summaries of ranks concatenate, and steps select on them.
 """
 
 from __future__ import annotations
@@ -17,15 +19,14 @@ from ..schema import COMM_SUMMARY_KEY, SUMMARY_KEY, RunSummary
 from ..timeline import exposed_communication_us
 from .derive import concat_frames
 
-SAMPLE_BUDGET = 4_000_000  # durations kept per side over all ranks (12 bytes each)
-MIN_RANK_SAMPLES = 20_000  # ... but at least this many per rank
-MIN_ROW_SAMPLES = 3  # and this many per summary row, so that a rare operator stays testable
+SAMPLE_BUDGET = 4_000_000  # durations kept per side over all ranks (16 bytes each)
+RANK_SLACK = 2  # a rank may keep twice its even share, so that unequal ranks lose nothing
 COUNT_COLUMNS = ("count", "total_us", "exposed_us")
 
 
 def samples_per_rank(n_ranks: int) -> int:
-    """The share of the sample budget one rank may keep."""
-    return max(SAMPLE_BUDGET // max(n_ranks, 1), MIN_RANK_SAMPLES)
+    """The durations one rank may keep before the side's budget is shared out."""
+    return max(RANK_SLACK * SAMPLE_BUDGET // max(n_ranks, 1), 1)
 
 
 def _empty_ops() -> pd.DataFrame:
@@ -73,33 +74,69 @@ def _exposed(ops: pd.DataFrame) -> np.ndarray:
     return exposed
 
 
-def order_statistics(row: np.ndarray, durations: np.ndarray, counts: np.ndarray,
-                     max_samples: int | None) -> tuple[np.ndarray, np.ndarray, bool]:
-    """At most about ``max_samples`` durations, each row keeping its share.
+def kept_per_row(counts: np.ndarray, fraction: float) -> np.ndarray:
+    """Durations each row keeps at ``fraction``: ⌊n·f⌉, at least one, at most n."""
+    if fraction >= 1:
+        return counts.copy()
+    return np.minimum(counts, np.maximum(1, np.rint(counts * fraction).astype(np.int64)))
 
-    A row of n durations keeps k = max(MIN_ROW_SAMPLES, ⌈n·f⌉) (f = max_samples / all
-    durations), the order statistics at the midpoints ⌊(i + ½)·n/k⌋ of its sorted
-    durations: deterministic, spread over the whole distribution, every one when k = n.
-    Returns each sample's row, its duration, and whether any was left out.
+
+def sample_fraction(counts: np.ndarray, budget: int | None) -> float:
+    """The largest fraction f ≤ 1 whose kept durations fit ``budget``.
+
+    0 when even one duration per row does not fit: every row then keeps one, so the
+    sample never outgrows the summary rows it belongs to.
     """
-    if max_samples is None or len(durations) <= max_samples:
-        return row, durations, False
-    fraction = max_samples / len(durations)
-    take = np.minimum(counts, np.maximum(MIN_ROW_SAMPLES,
-                                         np.ceil(counts * fraction).astype(np.int64)))
-    order = np.lexsort((durations, row))
-    starts = np.cumsum(counts) - counts
-    pick_row = np.repeat(np.arange(len(counts)), take)
-    rank_in_row = np.arange(int(take.sum())) - np.repeat(np.cumsum(take) - take, take)
-    position = starts[pick_row] + (2 * rank_in_row + 1) * counts[pick_row] // (2 * take[pick_row])
-    return pick_row, durations[order][position], True
+    if budget is None or counts.sum() <= budget:
+        return 1.0
+    if len(counts) >= budget:
+        return 0.0
+    low, high = 0.0, budget / counts.sum() * 2
+    for _ in range(40):  # the kept total is monotone in f: bisect
+        middle = (low + high) / 2
+        low, high = (middle, high) if kept_per_row(counts, middle).sum() <= budget \
+            else (low, middle)
+    return low
 
 
-def summarize_ops(ops: pd.DataFrame,
-                  max_samples: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
-    """Canonical rows of one rank (``Run.ops`` columns) → summary rows, samples, sampled."""
+def quantile_sample(row: np.ndarray, values: np.ndarray, take: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """``take[r]`` values per row r: the quantiles at (i + ½)/k of the row's values.
+
+    Hazen plotting positions, interpolated between neighbours; every value itself when
+    k equals the row's size. Deterministic, so an unchanged run samples the same.
+    """
+    order = np.lexsort((values, row))
+    ordered = values[order]
+    sizes = np.bincount(row, minlength=len(take))
+    starts = np.cumsum(sizes) - sizes
+    pick_row = np.repeat(np.arange(len(take)), take)
+    i = np.arange(int(take.sum())) - np.repeat(np.cumsum(take) - take, take)
+    n, k = sizes[pick_row], take[pick_row]
+    position = np.clip((i + 0.5) * n / k - 0.5, 0, n - 1)
+    low = np.floor(position).astype(np.int64)
+    high = np.minimum(low + 1, n - 1)
+    weight = position - low
+    picked = ordered[starts[pick_row] + low] * (1 - weight) \
+        + ordered[starts[pick_row] + high] * weight
+    return pick_row, picked
+
+
+def _resample(samples: pd.DataFrame, counts: np.ndarray,
+              fraction: float) -> tuple[pd.DataFrame, bool]:
+    """Samples of rows with ``counts`` durations, brought down to ``fraction``."""
+    take = kept_per_row(counts, fraction)
+    if take.sum() >= len(samples):
+        return samples, bool(take.sum() < counts.sum())
+    row, picked = quantile_sample(samples["row"].to_numpy(), samples["dur_us"].to_numpy(), take)
+    return pd.DataFrame({"row": row, "dur_us": picked}), True
+
+
+def summarize_ops(ops: pd.DataFrame, max_samples: int | None = None
+                  ) -> tuple[pd.DataFrame, pd.DataFrame, float]:
+    """Canonical rows of one rank (``Run.ops`` columns) → summary rows, samples, fraction."""
     if ops.empty:
-        return _empty_ops(), _empty_samples(), False
+        return _empty_ops(), _empty_samples(), 1.0
     keys = ops[[c for c in SUMMARY_KEY if c != "direction"]].copy()
     keys["direction"] = _copy_directions(ops)
     grouper = keys.groupby(list(SUMMARY_KEY), observed=True, sort=True, dropna=False)
@@ -113,8 +150,10 @@ def summarize_ops(ops: pd.DataFrame,
     table["count"] = counts
     table["total_us"] = np.bincount(row, weights=durations, minlength=n_rows)
     table["exposed_us"] = np.bincount(row, weights=_exposed(ops), minlength=n_rows)
-    sample_row, sample_dur, sampled = order_statistics(row, durations, counts, max_samples)
-    return table, pd.DataFrame({"row": sample_row, "dur_us": sample_dur}), sampled
+    fraction = sample_fraction(counts, max_samples)
+    samples, sampled = _resample(pd.DataFrame({"row": row, "dur_us": durations}), counts,
+                                 fraction)
+    return table, samples, fraction if sampled else 1.0
 
 
 def summarize_comm(comm: pd.DataFrame | None) -> pd.DataFrame:
@@ -134,23 +173,34 @@ def summarize_comm(comm: pd.DataFrame | None) -> pd.DataFrame:
 def summarize(ops: pd.DataFrame, comm: pd.DataFrame | None,
               max_samples: int | None = None) -> RunSummary:
     """One rank's summary; ``max_samples`` bounds the durations kept (None: keep all)."""
-    table, samples, sampled = summarize_ops(ops, max_samples)
-    return RunSummary(table, samples, summarize_comm(comm), sampled)
+    table, samples, fraction = summarize_ops(ops, max_samples)
+    return RunSummary(table, samples, summarize_comm(comm), fraction < 1, fraction)
 
 
 def combine(parts: list[tuple[int, RunSummary]]) -> RunSummary:
-    """Stack the summaries of ranks, giving each its rank id."""
+    """Stack the summaries of ranks, giving each its rank id.
+
+    Every rank is brought to one fraction — the smallest any rank kept, and no more than
+    the side's budget allows — so that the pooled samples weigh ranks alike.
+    """
     if not parts:
         return empty_summary()
-    offsets = np.cumsum([0] + [len(s.ops) for _, s in parts[:-1]])
+    counts = [s.ops["count"].to_numpy(np.int64) for _, s in parts]
+    fraction = min([s.fraction for _, s in parts] +
+                   [sample_fraction(np.concatenate(counts), SAMPLE_BUDGET)])
+    offsets = np.cumsum([0] + [len(c) for c in counts[:-1]])
+    samples, sampled = [], False
+    for (_, summary), rank_counts, offset in zip(parts, counts, offsets):
+        kept, dropped = _resample(summary.samples, rank_counts, fraction)
+        sampled |= dropped
+        samples.append(kept.assign(row=kept["row"].to_numpy() + offset))
     ops = concat_frames(s.ops.assign(rank=rank) for rank, s in parts if len(s.ops))
     comm = concat_frames(s.comm.assign(rank=rank) for rank, s in parts if len(s.comm))
-    samples = concat_frames(s.samples.assign(row=s.samples["row"].to_numpy() + offset)
-                            for offset, (_, s) in zip(offsets, parts) if len(s.samples))
+    samples = concat_frames(f for f in samples if len(f))
     return RunSummary(ops if len(ops.columns) else _empty_ops(),
                       samples if len(samples.columns) else _empty_samples(),
-                      comm if len(comm.columns) else _empty_comm(),
-                      any(s.sampled for _, s in parts))
+                      comm if len(comm.columns) else _empty_comm(), sampled,
+                      fraction if sampled else 1.0)
 
 
 def select(summary: RunSummary, keep_ops: np.ndarray, keep_comm: np.ndarray) -> RunSummary:
@@ -161,4 +211,5 @@ def select(summary: RunSummary, keep_ops: np.ndarray, keep_comm: np.ndarray) -> 
     samples = pd.DataFrame({"row": renumber[rows[kept]],
                             "dur_us": summary.samples["dur_us"].to_numpy()[kept]})
     return RunSummary(summary.ops[keep_ops].reset_index(drop=True), samples,
-                      summary.comm[keep_comm].reset_index(drop=True), summary.sampled)
+                      summary.comm[keep_comm].reset_index(drop=True), summary.sampled,
+                      summary.fraction)
