@@ -79,12 +79,14 @@ def _write_report(result, out_dir: Path, charts_wanted: bool) -> None:
                          lambda temp: draw_memory_chart(result.memory, temp))
             chart = "memory.png"
         sections.append(render_memory_markdown(result.memory, chart))
-    ranks = result.report.extra.get("ranks") or []
-    if len(ranks) >= 2:  # every rank, for a spreadsheet; the Markdown shows the top movers
-        import pandas as pd
+    # Every rank, for a spreadsheet (the Markdown shows the top movers); written even for
+    # one rank so that a reused output directory holds no stale table.
+    import pandas as pd
 
-        write_atomic(out_dir / "ranks.csv", lambda temp: pd.DataFrame(ranks).to_csv(
-            temp, index=False, float_format="%.3f"))
+    ranks = pd.DataFrame(result.report.extra.get("ranks") or [], columns=None)
+    ranks = ranks if len(ranks.columns) else pd.DataFrame(columns=["rank"])
+    write_atomic(out_dir / "ranks.csv",
+                 lambda temp: ranks.to_csv(temp, index=False, float_format="%.3f"))
     write_text_atomic(out_dir / "report.md", render_markdown(result.report, charts, sections))
     write_text_atomic(out_dir / "report.json",
                       json.dumps(result.report.to_dict(), indent=2, ensure_ascii=False) + "\n")
@@ -169,7 +171,8 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
         labels = f"{safe_name(result.report.base['label'])}_vs_" \
                  f"{safe_name(result.report.new['label'])}"
         out = check_output_dir(out_dir or Path("reports") / labels, [base, new])
-        replaced = [name for name in ("report.md", "report.json") if (out / name).exists()]
+        replaced = [name for name in ("report.md", "report.json", "ranks.csv")
+                    if (out / name).exists()]
         if replaced and not quiet:
             click.echo(f"cann-diff: replacing {', '.join(replaced)} in {out}", err=True)
         progress(f"writing report to {out}")

@@ -100,6 +100,12 @@ def test_markdown_shows_top_ranks_and_points_to_the_csv(runs, tmp_path):
     table_rows = [line for line in section.splitlines() if line.startswith("|")][2:]
     assert len(table_rows) == 3 and table_rows[0].startswith("| 5 ")
     assert len(pd.read_csv(out / "ranks.csv")) == 8
+    # The same directory reused for a one-rank pair: no stale eight-rank table is left.
+    one = write_profile(tmp_path, "one", schedule(), ranks=(0,))
+    result = CliRunner().invoke(main, [str(one), str(one), "-o", str(out), "--no-charts"])
+    assert result.exit_code == 0, result.output
+    assert "replacing report.md, report.json, ranks.csv" in result.output
+    assert pd.read_csv(out / "ranks.csv")["rank"].tolist() == [0]
 
 
 def test_dask_local_cluster_gives_the_same_numbers(runs):
