@@ -307,12 +307,12 @@ def compare(base: Run, new: Run, matched: Matched,
                         "normal step times")
     for run in (base, new):
         if run.summary.sampled:
-            share = f"{run.summary.fraction:.1%}, at least one," if run.summary.fraction \
-                else "one"
+            share = f"{run.summary.fraction:.1%} of every rank, step and operator, at least " \
+                "one each" if run.summary.fraction else "one of every rank, step and operator"
             warnings.append(f"{run.label}: per-operator medians, p95 and tests use "
                             f"{run.summary.sample_size:,} of {run.summary.kernels:,} kernel "
-                            f"durations ({share} of every rank, step and operator, as evenly "
-                            "spaced quantiles); counts and totals are exact")
+                            f"durations ({share}, as evenly spaced quantiles); counts and "
+                            "totals are exact")
     if set(base.meta.ranks) != set(new.meta.ranks):
         warnings.append(f"rank sets differ (base {list(base.meta.ranks)}, new "
                         f"{list(new.meta.ranks)}); per-rank means compare unequal sets")
