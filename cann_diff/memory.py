@@ -85,17 +85,23 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from .compare import units_of
-from .readers.memory_files import COPY_DIRECTIONS
+from .movement import (
+    BandwidthChange,
+    CopyChange,
+    copy_changes,
+    copy_summary,
+    hbm_changes,
+    movement_warnings,
+    pct_change,
+)
 from .readers.memory_runs import MAX_POINTS, MemoryData, MemorySummary, read_memory
 
-__all__ = ["MAX_POINTS", "MemoryComparison", "MemoryData", "MemorySummary", "compare_memory",
-           "copy_summary", "read_memory"]
+__all__ = ["MAX_POINTS", "BandwidthChange", "CopyChange", "MemoryComparison", "MemoryData",
+           "MemorySummary", "compare_memory", "copy_summary", "read_memory"]
 
 RESERVED_ORDER = ("APP", "PTA+GE", "PTA", "GE")
 ALLOCATED_ORDER = ("PTA+GE", "PTA", "GE")
 HEADLINE_MB = 1024.0  # 1 GB moves the headline whatever the percentage
-MIB_BYTES = float(2**20)
 
 
 @dataclass(frozen=True)
@@ -146,39 +152,6 @@ class MemorySeries:
     rank: int | None = None
     time_ms: tuple[float, ...] = ()
     reserved_mb: tuple[float, ...] = ()
-
-
-@dataclass(frozen=True)
-class CopyChange:
-    """Host↔device copies of one direction: count and µs per step, MB per rank (db)."""
-
-    direction: str
-    base_count: float | None
-    new_count: float | None
-    base_time_us: float | None
-    new_time_us: float | None
-    delta_time_us: float | None
-    delta_pct: float | None
-    base_mb: float | None
-    new_mb: float | None
-    delta_mb: float | None
-
-
-@dataclass(frozen=True)
-class BandwidthChange:
-    """HBM bandwidth of one direction (read/write), GB/s; None on a side without samples."""
-
-    direction: str
-    base_mean_gbps: float | None
-    new_mean_gbps: float | None
-    delta_mean_gbps: float | None
-    delta_mean_pct: float | None
-    base_peak_gbps: float | None
-    new_peak_gbps: float | None
-    delta_peak_gbps: float | None
-    delta_peak_pct: float | None
-    base_samples: int
-    new_samples: int
 
 
 @dataclass(frozen=True)
@@ -240,14 +213,6 @@ def _series_dict(series: MemorySeries) -> dict:
 # --------------------------------------------------------------------------- comparing
 
 
-def _pct(delta: float, base: float) -> float | None:
-    return None if not base or not np.isfinite(base) else 100.0 * delta / base
-
-
-def _num(value) -> float | None:
-    return None if value is None or pd.isna(value) else float(value)
-
-
 def _choose(base: MemoryData, new: MemoryData, order: tuple[str, ...],
             column: str) -> str | None:
     """First component of ``order`` that both runs recorded a value of ``column`` for."""
@@ -272,7 +237,7 @@ def _peak_change(base: MemoryData, new: MemoryData, measure: str,
     base_mb, base_rank = _peak(base.summary.peaks, component, column)
     new_mb, new_rank = _peak(new.summary.peaks, component, column)
     return PeakChange(measure, component, base_mb, new_mb, new_mb - base_mb,
-                      _pct(new_mb - base_mb, base_mb), base_rank, new_rank)
+                      pct_change(new_mb - base_mb, base_mb), base_rank, new_rank)
 
 
 def _component_peaks(base: MemoryData, new: MemoryData) -> tuple[dict, ...]:
@@ -412,120 +377,6 @@ def _comparison_warnings(base: MemoryData, new: MemoryData,
     return warnings
 
 
-# --------------------------------------------------------------------------- data movement
-
-
-def copy_summary(ops: pd.DataFrame) -> dict:
-    """Host↔device copies of a ``summary.ops`` frame, per (rank, step) unit.
-
-    Copies are the rows of category ``memcpy``, by their ``direction``; units are the
-    (rank, step) pairs of the whole frame (a unit without a copy counts as zero).
-    Returns ``{"units", "count", "time_us", "directions": {direction: {"count",
-    "time_us"}}}``, counts and µs as means per unit; ``units`` is 0 for an empty frame.
-    """
-    units = int(units_of(ops).nunique()) if len(ops) else 0
-    copies = ops[(ops["category"].astype(str) == "memcpy").to_numpy()]
-    grouped = copies.groupby(copies["direction"].astype(str), sort=True)[["count", "total_us"]]
-    totals = grouped.sum()
-    per_unit = max(units, 1)
-    directions = {str(d): {"count": float(row["count"]) / per_unit,
-                           "time_us": float(row["total_us"]) / per_unit}
-                  for d, row in totals.iterrows()}
-    return {"units": units, "count": float(copies["count"].sum()) / per_unit,
-            "time_us": float(copies["total_us"].sum()) / per_unit, "directions": directions}
-
-
-def _copy_bytes(copies: pd.DataFrame) -> pd.Series:
-    """MB per rank by direction: db totals, mean over the ranks that recorded copies."""
-    if copies.empty:
-        return pd.Series(dtype="float64")
-    ranks = max(copies["rank"].nunique(), 1)
-    return copies.groupby("direction")["bytes"].sum() / MIB_BYTES / ranks
-
-
-def _diff(base: float | None, new: float | None) -> float | None:
-    return None if base is None or new is None else new - base
-
-
-def _copy_row(direction: str, base: dict | None, new: dict | None,
-              base_mb: float | None, new_mb: float | None) -> CopyChange:
-    base_time, new_time = (_num(s["time_us"]) if s is not None else None for s in (base, new))
-    delta = _diff(base_time, new_time)
-    return CopyChange(direction, _num(base["count"]) if base is not None else None,
-                      _num(new["count"]) if new is not None else None, base_time, new_time,
-                      delta, None if delta is None else _pct(delta, base_time),
-                      base_mb, new_mb, _diff(base_mb, new_mb))
-
-
-def _copy_changes(base: MemoryData, new: MemoryData, base_copies: dict | None,
-                  new_copies: dict | None) -> tuple[tuple[int, int] | None,
-                                                    tuple[CopyChange, ...], CopyChange | None]:
-    base_mb, new_mb = _copy_bytes(base.copies), _copy_bytes(new.copies)
-    counted = [s for s in (base_copies, new_copies) if s is not None]
-    if not (any(s["count"] for s in counted) or len(base_mb) or len(new_mb)):
-        return None, (), None
-    zero = {"count": 0.0, "time_us": 0.0}
-
-    def side(summary: dict | None, direction: str) -> dict | None:
-        return None if summary is None else summary["directions"].get(direction, zero)
-
-    def mb(table: pd.Series, has_db: bool, direction: str | None = None) -> float | None:
-        if not has_db:
-            return None
-        return float(table.sum() if direction is None else table.get(direction, 0.0))
-
-    has_base_db, has_new_db = len(base_mb) > 0, len(new_mb) > 0
-    seen = set(base_mb.index) | set(new_mb.index)
-    for summary in counted:
-        seen |= set(summary["directions"])
-    rows = tuple(_copy_row(d, side(base_copies, d), side(new_copies, d),
-                           mb(base_mb, has_base_db, d), mb(new_mb, has_new_db, d))
-                 for d in COPY_DIRECTIONS if d in seen)
-    total = _copy_row("all", base_copies, new_copies, mb(base_mb, has_base_db),
-                      mb(new_mb, has_new_db))
-    units = (base_copies["units"] if base_copies else 0, new_copies["units"] if new_copies else 0)
-    return units, rows, total
-
-
-def _bandwidth(data: MemoryData) -> pd.DataFrame:
-    by_direction = data.summary.hbm.groupby("direction")
-    table = by_direction.agg(samples=("samples", "sum"), total=("total_gbps", "sum"),
-                             peak=("peak_gbps", "max"))
-    table["mean"] = table["total"] / table["samples"]
-    return table
-
-
-def _hbm_changes(base: MemoryData, new: MemoryData) -> tuple[BandwidthChange, ...]:
-    b, n = _bandwidth(base), _bandwidth(new)
-    rows = []
-    for direction in ("read", "write"):
-        if direction not in b.index and direction not in n.index:
-            continue
-        bs = b.loc[direction] if direction in b.index else None
-        ns = n.loc[direction] if direction in n.index else None
-        values = {f"{side}_{k}_gbps": (None if s is None else float(s[k]))
-                  for side, s in (("base", bs), ("new", ns)) for k in ("mean", "peak")}
-        deltas = {}
-        for k in ("mean", "peak"):
-            delta = _diff(values[f"base_{k}_gbps"], values[f"new_{k}_gbps"])
-            deltas[f"delta_{k}_gbps"] = delta
-            deltas[f"delta_{k}_pct"] = None if delta is None else \
-                _pct(delta, values[f"base_{k}_gbps"])
-        rows.append(BandwidthChange(
-            direction, values["base_mean_gbps"], values["new_mean_gbps"],
-            deltas["delta_mean_gbps"], deltas["delta_mean_pct"], values["base_peak_gbps"],
-            values["new_peak_gbps"], deltas["delta_peak_gbps"], deltas["delta_peak_pct"],
-            0 if bs is None else int(bs["samples"]), 0 if ns is None else int(ns["samples"])))
-    return tuple(rows)
-
-
-def _movement_warnings(base: MemoryData, new: MemoryData) -> list[str]:
-    sampled = [side for side, data in (("base", base), ("new", new)) if len(data.summary.hbm)]
-    if len(sampled) == 1:
-        return [f"HBM bandwidth sampled in the {sampled[0]} run only; not compared"]
-    return []
-
-
 def compare_memory(base: MemoryData, new: MemoryData, threshold_pct: float = 5.0, *,
                    top_n: int = 20, base_copies: dict | None = None,
                    new_copies: dict | None = None) -> MemoryComparison:
@@ -539,7 +390,7 @@ def compare_memory(base: MemoryData, new: MemoryData, threshold_pct: float = 5.0
     allocated = _peak_change(base, new, "allocated", ALLOCATED_ORDER)
     operators = _operator_table(base, new, threshold_pct)
     modules = _module_changes(base, new)
-    copy_units, copies, copies_total = _copy_changes(base, new, base_copies, new_copies)
+    copy_units, copies, copies_total = copy_changes(base, new, base_copies, new_copies)
     component, base_rank, new_rank = ((reserved.component, reserved.base_rank,
                                        reserved.new_rank) if reserved else (None, None, None))
     return MemoryComparison(
@@ -559,9 +410,9 @@ def compare_memory(base: MemoryData, new: MemoryData, threshold_pct: float = 5.0
         headline=_headline([reserved, allocated], threshold_pct),
         growth=_growth(reserved, operators, modules, threshold_pct),
         warnings=tuple(_comparison_warnings(base, new, [reserved, allocated])
-                       + _movement_warnings(base, new)),
+                       + movement_warnings(base, new)),
         copy_units=copy_units,
         copies=copies,
         copies_total=copies_total,
-        hbm=_hbm_changes(base, new),
+        hbm=hbm_changes(base, new),
     )
