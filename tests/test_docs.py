@@ -32,3 +32,15 @@ def test_readme_quotes_the_committed_example_headline():
     headline = json.loads((ROOT / "reports/example/report.json").read_text())["headline"]
     quoted = " ".join(line[2:] for line in README.splitlines() if line.startswith("> "))
     assert headline in " ".join(quoted.split())
+
+
+def test_readme_library_example_runs(tmp_path, monkeypatch):
+    block = re.search(r"## Library\n\n```python\n(.*?)```", README, re.S).group(1)
+    for name in ("baseline", "candidate"):
+        (tmp_path / name).symlink_to(ROOT / "examples" / ("cann7.0.1.3" if name == "baseline"
+                                                          else "cann8.0.RC2"))
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - our own README
+    committed = json.loads((ROOT / "reports/example/report.json").read_text())["headline"]
+    assert namespace["result"].report.headline == committed
