@@ -124,6 +124,9 @@ def _durations_by_key(summary: RunSummary, keys: np.ndarray) -> dict[int, np.nda
 def compare_operators(base: Run, new: Run, matched: Matched, thresholds: Thresholds,
                       base_units: int, new_units: int) -> pd.DataFrame:
     """Per matched key: counts and times per step, deltas, significance and status."""
+    if (len(matched.base_key), len(matched.new_key)) != (len(base.summary.ops),
+                                                         len(new.summary.ops)):
+        raise ValueError("match() was given other rows than the runs' summary.ops")
     table = matched.keys.set_index("key_id")
     table = table.join(_side_stats(base.summary, matched.base_key, base_units, "base_"))
     table = table.join(_side_stats(new.summary, matched.new_key, new_units, "new_"))
