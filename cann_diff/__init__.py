@@ -7,11 +7,11 @@ Library use::
     print(result.report.headline)
 """
 
-from .analyse import Analysis, analyse
+from .findings import Analysis, analyse
 from .compare import Comparison, compare
 from .match import Matched, match
 from .pipeline import Options, Result, diff
-from .readers import load_run
+from .read import load_run
 from .report import Report, build_report
 from .schema import Run
 

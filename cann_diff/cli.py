@@ -17,9 +17,9 @@ import click
 
 from . import format as fmt
 from .errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION, CannDiffError
-from .output import check_output_dir, safe_name, write_atomic, write_text_atomic
+from .render.files import check_output_dir, safe_name, write_atomic, write_text_atomic
 from .pipeline import Options, diff
-from .stats import Thresholds
+from .compare.stats import Thresholds
 
 
 def _percent(value: str) -> float:
@@ -71,7 +71,7 @@ def _write_report(result, out_dir: Path, charts_wanted: bool) -> None:
         charts = {name: path.name for name, path in draw_charts(result.report, out_dir).items()}
     sections = []
     if result.memory is not None:
-        from .render.memory_section import draw_memory_chart, render_memory_markdown
+        from .render.memory import draw_memory_chart, render_memory_markdown
 
         chart = None
         if charts_wanted:

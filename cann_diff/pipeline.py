@@ -6,13 +6,13 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from .analyse import SEVERITY_ORDER, Analysis, Finding, analyse
+from .findings import SEVERITY_ORDER, Analysis, Finding, analyse
 from .compare import Comparison, compare
 from .match import match
-from .memory import MemoryComparison, compare_memory, copy_summary, read_memory
-from .readers import StepRanges, load_run
+from .compare.memory import MemoryComparison, compare_memory, copy_summary, read_memory
+from .read import StepRanges, load_run
 from .report import Report, build_report
-from .stats import Thresholds
+from .compare.stats import Thresholds
 
 
 @dataclass(frozen=True)

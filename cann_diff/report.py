@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import format as fmt
-from .analyse import Analysis, FusionGroup
+from .findings import Analysis, FusionGroup
 from .compare import Comparison
 from .schema import Run
 

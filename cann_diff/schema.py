@@ -31,7 +31,7 @@ or its db twin: see ``COMM_COLUMNS``; times in µs, sizes in MB.
 
 ``Run.ops`` and ``Run.comm`` are kept only when asked for (``load_run(keep_rows=True)``):
 a cluster's rows do not fit one machine. What the later stages read is ``Run.summary``,
-built per rank where the rank was read (``readers/reduce.py``):
+built per rank where the rank was read (``read/reduce.py``):
 
 * ``summary.ops`` — one row per (rank, step, op_type, input_shapes, family, category,
   comm_type, direction) with ``count``, ``total_us`` and ``exposed_us`` (communication not

@@ -27,7 +27,7 @@ import pytest
 from click.testing import CliRunner
 from profiles import Comm, Kernel, aclnn, write_profile
 
-from cann_diff.canonical import canonical_names
+from cann_diff.read.canonical import canonical_names
 from cann_diff.cli import main
 from cann_diff.pipeline import Options, diff
 

@@ -35,10 +35,10 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA, REALDATA, needs_realdata
 
-from cann_diff.canonical import canonical_names
+from cann_diff.read.canonical import canonical_names
 from cann_diff.cli import main
-from cann_diff.readers import load_run
-from cann_diff.timeline import step_breakdown_from_kernels
+from cann_diff.read import load_run
+from cann_diff.read.timeline import step_breakdown_from_kernels
 
 COPIES = DATA / "realdata"
 MI_TEXT = "Ascend__msinsight/test/data/pytorch/text"

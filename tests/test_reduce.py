@@ -19,11 +19,11 @@ from profiles import Comm, aclnn, write_profile
 
 from cann_diff.errors import InputError
 from cann_diff.match import match
-from cann_diff.memory import MAX_POINTS, compare_memory, read_memory
+from cann_diff.compare.memory import MAX_POINTS, compare_memory, read_memory
 from cann_diff.pipeline import Options, diff
-from cann_diff.readers import load_run, reduce, select_steps, torch_text
-from cann_diff.readers import read_and_reduce as read_and_reduce_rank
-from cann_diff.timeline import exposed_communication_us
+from cann_diff.read import load_run, reduce, select_steps, torch_text
+from cann_diff.read import read_and_reduce as read_and_reduce_rank
+from cann_diff.read.timeline import exposed_communication_us
 
 LEVEL1 = DATA / "realdata" / "Ascend__msinsight" / "test" / "data" / "pytorch" / "text" / "level1"
 RANKS = tuple(range(4))

@@ -1,6 +1,6 @@
 """Honest statistics: noise is `~`, real changes are found, the step gate is fair.
 
-Unit tests of cann_diff.stats on tiny samples whose answers are computed by hand,
+Unit tests of cann_diff.compare.stats on tiny samples whose answers are computed by hand,
 then end-to-end pairs written by tests/profiles.py:
 
 * LAYER ×4 per step with a data-parallel AllReduce overlapped in the middle,
@@ -23,7 +23,7 @@ from scipy import stats as sps
 from cann_diff import format as fmt
 from cann_diff.cli import main
 from cann_diff.pipeline import Options, diff
-from cann_diff.stats import (
+from cann_diff.compare.stats import (
     Thresholds,
     adjust_bh,
     compare_samples,

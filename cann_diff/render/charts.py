@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ..output import write_atomic  # noqa: E402
+from .files import write_atomic  # noqa: E402
 from ..report import Report  # noqa: E402
 
 DPI = 100

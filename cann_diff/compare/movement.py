@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .compare import units_of
-from .readers.memory_files import COPY_DIRECTIONS
-from .readers.memory_runs import MemoryData
+from . import units_of
+from ..read.memory_files import COPY_DIRECTIONS
+from ..read.memory import MemoryData
 
 MIB_BYTES = float(2**20)
 

@@ -47,7 +47,7 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
-from ..canonical import copy_direction
+from .canonical import copy_direction
 from ..errors import InputError, SchemaError
 from .csv_files import read_csv_columns, read_header
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..canonical import canonical_names
+from .canonical import canonical_names
 from ..errors import InputError, SchemaError
 from ..schema import COMM_COLUMNS
 

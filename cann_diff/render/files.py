@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import OutputError
+from ..errors import OutputError
 
 
 def check_output_dir(out_dir: Path, inputs: list[Path], create: bool = True) -> Path:

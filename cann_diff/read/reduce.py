@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..canonical import copy_direction
+from .canonical import copy_direction
 from ..schema import COMM_SUMMARY_KEY, SUMMARY_KEY, RunSummary
-from ..timeline import exposed_communication_us
+from .timeline import exposed_communication_us
 from .derive import concat_frames
 
 SAMPLE_BUDGET = 4_000_000  # durations kept per side over all ranks (16 bytes each)

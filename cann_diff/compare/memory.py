@@ -1,9 +1,9 @@
 """Device memory of two runs: compare peaks, operators, modules, copies and HBM bandwidth.
 
-``read_memory(path) -> MemoryData`` (``readers/memory_runs.py``, re-exported here) reads
+``read_memory(path) -> MemoryData`` (``read/memory.py``, re-exported here) reads
 one input, each rank reduced to a ``MemorySummary`` where it is read, and
 ``compare_memory(base, new, threshold_pct) -> MemoryComparison`` compares two of them.
-Nothing here renders; see ``render/memory_section.py``.
+Nothing here renders; see ``render/memory.py``.
 
 Which component is "the" peak
 -----------------------------
@@ -94,7 +94,7 @@ from .movement import (
     movement_warnings,
     pct_change,
 )
-from .readers.memory_runs import MAX_POINTS, MemoryData, MemorySummary, read_memory
+from ..read.memory import MAX_POINTS, MemoryData, MemorySummary, read_memory
 
 __all__ = ["MAX_POINTS", "BandwidthChange", "CopyChange", "MemoryComparison", "MemoryData",
            "MemorySummary", "compare_memory", "copy_summary", "read_memory"]

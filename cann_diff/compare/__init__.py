@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .match import Matched
-from .schema import Run, RunSummary
+from ..match import Matched
+from ..schema import Run, RunSummary
 from .stats import (
     DEFAULT_THRESHOLDS,
     Thresholds,

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import StrMethodFormatter  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
-from ..memory import CopyChange, MemoryComparison, PeakChange  # noqa: E402
+from ..compare.memory import CopyChange, MemoryComparison, PeakChange  # noqa: E402
 
 FIGSIZE = (8.0, 4.0)  # inches; with DPI 100 → 800 × 400 px
 DPI = 100

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import format as fmt
-from .canonical import FusedOp, fusion_table
-from .compare import Comparison
-from .stats import compare_steps
+from .. import format as fmt
+from ..read.canonical import FusedOp, fusion_table
+from ..compare import Comparison
+from ..compare.stats import compare_steps
 
 MIN_SHARE = 0.5  # the split side must gain at least half as many ops per step as the fused lost
 EATEN_SHARE = 0.5  # share of the compute gain that communication must eat to be "hidden"

@@ -25,7 +25,7 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
-from ..canonical import canonical_names
+from .canonical import canonical_names
 from ..errors import InputError, SchemaError
 from ..schema import COMM_COLUMNS, STAGE_FIELDS
 from .base import RankData

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..canonical import canonicalize, normalize_distinct, normalize_dtypes, normalize_shapes
+from .canonical import canonicalize, normalize_distinct, normalize_dtypes, normalize_shapes
 from ..errors import InputError
 from ..schema import OP_COLUMNS, STEP_COLUMNS, Run, RunMeta, conform_ops, empty_comm, validate
-from ..timeline import step_breakdown_from_kernels
+from .timeline import step_breakdown_from_kernels
 from . import cluster_output, msprof_dirs, sqlite_db, torch_text, trace_json
 from .base import RankData
 from .derive import concat_frames

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .errors import InputError
+from ..errors import InputError
 
 MISSING = {"", "N/A", "NA", "NAN", "NONE", "NULL"}
 
