@@ -7,8 +7,8 @@ Library use::
     print(result.report.headline)
 """
 
-from .findings import Analysis, analyse
 from .compare import Comparison, compare
+from .findings import Analysis, analyse
 from .match import Matched, match
 from .pipeline import Options, Result, diff
 from .read import load_run

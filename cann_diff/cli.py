@@ -17,9 +17,9 @@ import click
 
 from . import format as fmt
 from .errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION, CannDiffError
-from .render.files import check_output_dir, safe_name, write_atomic, write_text_atomic
 from .pipeline import Options, diff
-from .compare.stats import Thresholds
+from .render.files import check_output_dir, safe_name, write_atomic, write_text_atomic
+from .settings import Settings
 
 
 def _percent(value: str) -> float:
@@ -161,7 +161,7 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
     try:
         options = Options(base_label=base_label, new_label=new_label,
                           steps=parse_steps(steps_spec) if steps_spec else None,
-                          thresholds=Thresholds(alpha=alpha, threshold_pct=_percent(threshold)),
+                          settings=Settings(alpha=alpha, threshold_pct=_percent(threshold)),
                           top_n=top_n, fusion_map=fusion_map, alias_map=alias_map, jobs=jobs,
                           scheduler=scheduler)
         gate = _percent(fail_pct) if fail_pct is not None else None

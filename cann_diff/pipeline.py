@@ -6,13 +6,13 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from .findings import SEVERITY_ORDER, Analysis, Finding, analyse
 from .compare import Comparison, compare
-from .match import match
 from .compare.memory import MemoryComparison, compare_memory, copy_summary, read_memory
+from .findings import SEVERITY_ORDER, Analysis, Finding, analyse
+from .match import match
 from .read import StepRanges, load_run
 from .report import Report, build_report
-from .compare.stats import Thresholds
+from .settings import Settings
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class Options:
     base_label: str | None = None
     new_label: str | None = None
     steps: StepRanges | None = None
-    thresholds: Thresholds = Thresholds()
+    settings: Settings = Settings()
     top_n: int = 15
     fusion_map: Path | None = None
     alias_map: Path | None = None
@@ -92,12 +92,12 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
         base, new = (replace(run, label=_longer_label(Path(path), run.label, side))
                      for run, path, side in ((base, base_path, "base"), (new, new_path, "new")))
     progress("matching and comparing")
-    comparison = compare(base, new, match(base.summary.ops, new.summary.ops), options.thresholds)
+    comparison = compare(base, new, match(base.summary.ops, new.summary.ops), options.settings)
     progress("reading memory records")
     memory_of = partial(read_memory, jobs=options.jobs, scheduler=options.scheduler,
                         keep_rows=False)
     memory = compare_memory(memory_of(base_path), memory_of(new_path),
-                            options.thresholds.threshold_pct,
+                            options.settings.threshold_pct,
                             base_copies=copy_summary(base.summary.ops),
                             new_copies=copy_summary(new.summary.ops))
     memory = memory if has_memory_data(memory) else None

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import format as fmt
-from .findings import Analysis, FusionGroup
 from .compare import Comparison
+from .findings import Analysis, FusionGroup
 from .schema import Run
 
 SCHEMA = "cann-diff/1"
@@ -135,9 +135,9 @@ def headline(cmp: Comparison, analysis: Analysis) -> str:
         if s.significant:
             return (f"Step time between {cmp.base.label} and {cmp.new.label} changed by "
                     f"{fmt.pct(s.delta_pct)} ({base_new}): significant, but below the "
-                    f"{cmp.thresholds.threshold_pct:g}% threshold.")
+                    f"{cmp.settings.threshold_pct:g}% threshold.")
         if s.significant is None:
-            return (f"No change in step time beyond the {cmp.thresholds.threshold_pct:g}% "
+            return (f"No change in step time beyond the {cmp.settings.threshold_pct:g}% "
                     f"threshold between {cmp.base.label} and {cmp.new.label} ({base_new}, "
                     f"{fmt.pct(s.delta_pct)}; one step per side: significance unknown).")
         return (f"No significant change in step time between {cmp.base.label} and "
@@ -164,7 +164,7 @@ def build_report(cmp: Comparison, analysis: Analysis, top_n: int = 15,
     operators = [{k: row.get(k) for k in OPERATOR_FIELDS} for row in ops.to_dict("records")]
     findings = [{"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail,
                  "delta_us": f.delta_us, "data": f.data} for f in analysis.findings]
-    t = cmp.thresholds
+    t = cmp.settings
     return Report(
         headline=headline(cmp, analysis),
         base=_side(cmp.base, cmp.base_steps), new=_side(cmp.new, cmp.new_steps),

@@ -212,7 +212,7 @@ def test_slow_rank_tells_waiting_from_transfer(tmp_path):
 def test_waiting_or_transfer_rule(d_wait, d_transit, want):
     import pandas as pd
 
-    from cann_diff.findings import _waiting_or_transfer
+    from cann_diff.findings.slow_rank import _waiting_or_transfer
 
     ranks = pd.DataFrame({"rank": [0, 1, 2, 3], "base_wait_us": 100.0,
                           "new_wait_us": [100.0 + d_wait] * 3 + [100.0],

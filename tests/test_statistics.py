@@ -24,7 +24,7 @@ from cann_diff import format as fmt
 from cann_diff.cli import main
 from cann_diff.pipeline import Options, diff
 from cann_diff.compare.stats import (
-    Thresholds,
+    Settings,
     adjust_bh,
     compare_samples,
     compare_steps,
@@ -181,7 +181,7 @@ def test_compare_steps_identical_steps():
     (math.nan, True, "unchanged"),
 ])
 def test_status_rules(delta, significant, want):
-    assert status_of(delta, significant, Thresholds()) == want
+    assert status_of(delta, significant, Settings()) == want
 
 
 def test_unchanged_is_shown_as_tilde():

@@ -85,6 +85,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..read.memory import MAX_POINTS, MemoryData, MemorySummary, read_memory
 from .movement import (
     BandwidthChange,
     CopyChange,
@@ -94,7 +95,6 @@ from .movement import (
     movement_warnings,
     pct_change,
 )
-from ..read.memory import MAX_POINTS, MemoryData, MemorySummary, read_memory
 
 __all__ = ["MAX_POINTS", "BandwidthChange", "CopyChange", "MemoryComparison", "MemoryData",
            "MemorySummary", "compare_memory", "copy_summary", "read_memory"]

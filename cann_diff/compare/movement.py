@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from . import units_of
-from ..read.memory_files import COPY_DIRECTIONS
 from ..read.memory import MemoryData
+from ..read.memory_files import COPY_DIRECTIONS
+from . import units_of
 
 MIB_BYTES = float(2**20)
 

@@ -17,19 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-MAX_PAIRS_PER_SIDE = 300  # caps the n·m pairwise differences of the HL interval
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """Decision thresholds: significance level and minimum relative change (percent)."""
-
-    alpha: float = 0.05
-    threshold_pct: float = 5.0
-    confidence: float = 0.95
-
-
-DEFAULT_THRESHOLDS = Thresholds()
+from ..settings import DEFAULT_SETTINGS, Settings
 
 
 @dataclass(frozen=True)
@@ -45,20 +33,22 @@ class SampleTest:
     ci_high: float | None
 
 
-def _subsample(values: np.ndarray) -> np.ndarray:
-    """At most MAX_PAIRS_PER_SIDE evenly spaced order statistics.
+def _subsample(values: np.ndarray, limit: int) -> np.ndarray:
+    """At most ``limit`` evenly spaced order statistics.
 
     Deterministic, and the same for the same sample on both sides (identical runs give
     an interval around 1).
     """
-    if len(values) <= MAX_PAIRS_PER_SIDE:
+    if len(values) <= limit:
         return values
-    picks = np.linspace(0, len(values) - 1, MAX_PAIRS_PER_SIDE).round().astype(np.int64)
+    picks = np.linspace(0, len(values) - 1, limit).round().astype(np.int64)
     return np.sort(values)[picks]
 
 
 def ratio_interval(base: np.ndarray, new: np.ndarray,
-                   confidence: float = 0.95) -> tuple[float | None, float | None]:
+                   confidence: float = 0.95,
+                   max_pairs: int = DEFAULT_SETTINGS.max_pairs_per_side
+                   ) -> tuple[float | None, float | None]:
     """Hodges-Lehmann interval of the ratio new/base, from pairwise log differences.
 
     Uses the normal approximation to the Mann-Whitney distribution for the order
@@ -68,7 +58,7 @@ def ratio_interval(base: np.ndarray, new: np.ndarray,
     new = new[new > 0]
     if len(base) < 2 or len(new) < 2:
         return None, None
-    base, new = _subsample(base), _subsample(new)
+    base, new = _subsample(base, max_pairs), _subsample(new, max_pairs)
     diffs = np.subtract.outer(np.log(new), np.log(base)).ravel()
     nb, nn = len(base), len(new)
     z = stats.norm.ppf(0.5 + confidence / 2)
@@ -83,7 +73,8 @@ def ratio_interval(base: np.ndarray, new: np.ndarray,
     return float(np.exp(low)), float(np.exp(high))
 
 
-def compare_samples(base: np.ndarray, new: np.ndarray, confidence: float = 0.95) -> SampleTest:
+def compare_samples(base: np.ndarray, new: np.ndarray, confidence: float = 0.95,
+                    max_pairs: int = DEFAULT_SETTINGS.max_pairs_per_side) -> SampleTest:
     """Mann-Whitney U (two-sided) plus the HL ratio interval; None where undefined."""
     base = np.asarray(base, dtype=float)
     new = np.asarray(new, dtype=float)
@@ -93,7 +84,7 @@ def compare_samples(base: np.ndarray, new: np.ndarray, confidence: float = 0.95)
         p_value = 1.0
     else:
         p_value = float(stats.mannwhitneyu(base, new, alternative="two-sided").pvalue)
-    low, high = ratio_interval(base, new, confidence)
+    low, high = ratio_interval(base, new, confidence, max_pairs)
     return SampleTest(p_value, low, high)
 
 
@@ -136,15 +127,15 @@ def compare_steps(base: np.ndarray, new: np.ndarray,
     return SampleTest(p_value, float(ratio - t * spread), float(ratio + t * spread))
 
 
-def status_of(delta_pct: float, significant: bool | None, thresholds: Thresholds) -> str:
+def status_of(delta_pct: float, significant: bool | None, settings: Settings) -> str:
     """``regressed``/``improved`` only when significant (or unknown) and big enough.
 
     ``significant=None`` (one step per side) lets the threshold alone decide.
     """
     if significant is False or not np.isfinite(delta_pct):
         return "unchanged"
-    if delta_pct >= thresholds.threshold_pct:
+    if delta_pct >= settings.threshold_pct:
         return "regressed"
-    if delta_pct <= -thresholds.threshold_pct:
+    if delta_pct <= -settings.threshold_pct:
         return "improved"
     return "unchanged"

@@ -17,14 +17,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .canonical import canonicalize, normalize_distinct, normalize_dtypes, normalize_shapes
 from ..errors import InputError
 from ..schema import OP_COLUMNS, STEP_COLUMNS, Run, RunMeta, conform_ops, empty_comm, validate
-from .timeline import step_breakdown_from_kernels
 from . import cluster_output, msprof_dirs, sqlite_db, torch_text, trace_json
 from .base import RankData
+from .canonical import canonicalize, normalize_distinct, normalize_dtypes, normalize_shapes
 from .derive import concat_frames
 from .reduce import combine, samples_per_rank, select, summarize
+from .timeline import step_breakdown_from_kernels
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .canonical import canonical_names
 from ..errors import InputError, SchemaError
 from ..schema import COMM_COLUMNS
+from .canonical import canonical_names
 
 LINK_TYPES = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
 TIME_FIELDS = {

@@ -47,8 +47,8 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
-from .canonical import copy_direction
 from ..errors import InputError, SchemaError
+from .canonical import copy_direction
 from .csv_files import read_csv_columns, read_header
 
 MEMORY_RECORD = "memory_record.csv"

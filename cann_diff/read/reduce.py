@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .canonical import copy_direction
 from ..schema import COMM_SUMMARY_KEY, SUMMARY_KEY, RunSummary
-from .timeline import exposed_communication_us
+from .canonical import copy_direction
 from .derive import concat_frames
+from .timeline import exposed_communication_us
 
 SAMPLE_BUDGET = 4_000_000  # durations kept per side over all ranks (16 bytes each)
 RANK_SLACK = 2  # a rank may keep twice its even share, so that unequal ranks lose nothing

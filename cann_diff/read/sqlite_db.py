@@ -25,10 +25,10 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
-from .canonical import canonical_names
 from ..errors import InputError, SchemaError
 from ..schema import COMM_COLUMNS, STAGE_FIELDS
 from .base import RankData
+from .canonical import canonical_names
 from .derive import as_category, assign_steps, concat_frames
 from .json_files import LINK_COLUMNS, LINK_TYPES, read_profiler_info
 

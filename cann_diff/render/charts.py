@@ -9,8 +9,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from .files import write_atomic  # noqa: E402
 from ..report import Report  # noqa: E402
+from .files import write_atomic  # noqa: E402
 
 DPI = 100
 SIZE = (9, 4.5)

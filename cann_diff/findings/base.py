@@ -1,0 +1,43 @@
+"""What every finding module returns: a Finding; the registry of finding ids."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import format as fmt
+
+# Every finding id the report can carry, with when it is raised (DESIGN.md "Finding ids").
+FINDING_IDS = {
+    "comm-hides-compute": "computing fell, exposed communication rose, the step gained less",
+    "mc2-split": "a fused MC2 op in base runs as its split equivalent in new",
+    "mc2-fused": "split ops in base run as a fused MC2 op in new",
+    "op-regression": "operators significantly slower per instance, above the threshold",
+    "op-improvement": "operators significantly faster per instance, above the threshold",
+    "new-ops": "operator keys only in new",
+    "removed-ops": "operator keys only in base",
+    "slow-rank": "one rank's step, computing or exposed communication is an outlier",
+    "memory-growth": "peak reserved device memory grew beyond the threshold",
+}
+SEVERITY_ORDER = {"high": 0, "medium": 1, "info": 2}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One verdict with its numbers; ``data`` carries the figures behind ``detail``."""
+
+    id: str
+    severity: str
+    title: str
+    detail: str
+    delta_us: float
+    data: dict = field(default_factory=dict)
+
+
+    def __post_init__(self):
+        if self.id not in FINDING_IDS:
+            raise ValueError(f"unregistered finding id {self.id!r}")
+
+
+def ms(us: float) -> str:
+    """µs as ``'1.23 ms'`` for finding texts."""
+    return f"{fmt.ms(us)} ms"
