@@ -15,7 +15,7 @@ import numpy as np
 from . import format as fmt
 from .compare import Comparison
 from .findings import Analysis, FusionGroup
-from .schema import Run
+from .schema import Note, Run
 
 SCHEMA = "cann-diff/1"
 OPERATOR_FIELDS = ("key_id", "op_type", "base_op_type", "new_op_type", "family", "input_shapes",
@@ -65,6 +65,7 @@ class Report:
     thresholds: dict
     top_n: int
     extra: dict = field(default_factory=dict)
+    notes: tuple[Note, ...] = ()
 
     def to_dict(self) -> dict:
         """report.json content."""
@@ -172,7 +173,7 @@ def build_report(cmp: Comparison, analysis: Analysis, top_n: int = 15,
         categories=cmp.categories.to_dict("records"),
         communication=cmp.comm_types.to_dict("records"),
         fusion=[_fusion(g) for g in analysis.fusion], findings=findings,
-        warnings=list(cmp.warnings),
+        warnings=[note.text for note in cmp.warnings], notes=cmp.warnings,
         thresholds={"alpha": t.alpha, "threshold_pct": t.threshold_pct,
                     "confidence": t.confidence},
         top_n=top_n, extra={"ranks": cmp.ranks.to_dict("records"),

@@ -98,6 +98,23 @@ COMM_COLUMNS = (
 
 
 @dataclass(frozen=True)
+class Note:
+    """A caveat carried as data by the result it qualifies.
+
+    ``code`` is a stable id a renderer may act on (``one-step``, ``few-steps``,
+    ``steps-differ``, ``sampled``, ``ranks-differ``, ``step-source-differs``, …) so that no
+    stage matches another stage's text; ``text`` is the sentence shown to the user.
+    """
+
+    code: str
+    text: str
+
+    def __str__(self) -> str:
+        """The sentence, for places that only print."""
+        return self.text
+
+
+@dataclass(frozen=True)
 class RunMeta:
     """What we know about how a run was collected; every field may be unknown."""
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..match import Matched
-from ..schema import Run
+from ..schema import Note, Run
 from ..settings import DEFAULT_SETTINGS, Settings
 from .communication import compare_communication, compare_groups
 from .operators import compare_categories, compare_operators, count_units, units_of
@@ -39,7 +39,7 @@ class Comparison:
     new_units: int
     base_steps: tuple[int, ...]
     new_steps: tuple[int, ...]
-    warnings: tuple[str, ...] = field(default_factory=tuple)
+    warnings: tuple[Note, ...] = field(default_factory=tuple)
     ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
     groups: pd.DataFrame = field(default_factory=pd.DataFrame)
 
@@ -60,31 +60,34 @@ def compare(base: Run, new: Run, matched: Matched,
     step = compare_step(base, new, settings)
     base_steps, new_steps = _step_set(base), _step_set(new)
     if base_steps != new_steps and base_steps and new_steps:
-        warnings.append(f"the runs cover different steps (base {_fmt_steps(base_steps)}, "
-                        f"new {_fmt_steps(new_steps)}); figures are per-step averages")
+        warnings.append(Note("steps-differ", f"the runs cover different steps (base "
+                             f"{_fmt_steps(base_steps)}, new {_fmt_steps(new_steps)}); "
+                             "figures are per-step averages"))
     if step.p_value is None:
-        warnings.append(f"one step per side ({len(step.base_samples)} vs "
-                        f"{len(step.new_samples)}): significance of the step change is "
-                        f"unknown; the {settings.threshold_pct:g}% threshold alone decides")
+        warnings.append(Note("one-step", f"one step per side ({len(step.base_samples)} vs "
+                             f"{len(step.new_samples)}): significance of the step change is "
+                             f"unknown; the {settings.threshold_pct:g}% threshold alone "
+                             "decides"))
     elif min(len(step.base_samples), len(step.new_samples)) < settings.few_steps:
-        warnings.append(f"few steps ({len(step.base_samples)} vs {len(step.new_samples)}): "
-                        "step significance uses Welch's t-test, which assumes roughly "
-                        "normal step times")
+        warnings.append(Note("few-steps", f"few steps ({len(step.base_samples)} vs "
+                             f"{len(step.new_samples)}): step significance uses Welch's "
+                             "t-test, which assumes roughly normal step times"))
     for run in (base, new):
         if run.summary.sampled:
             share = f"{run.summary.fraction:.1%} of every rank, step and operator, at least " \
                 "one each" if run.summary.fraction else "one of every rank, step and operator"
-            warnings.append(f"{run.label}: per-operator medians, p95 and tests use "
-                            f"{run.summary.sample_size:,} of {run.summary.kernels:,} kernel "
-                            f"durations ({share}, as evenly spaced quantiles); counts and "
-                            "totals are exact")
+            warnings.append(Note("sampled", f"{run.label}: per-operator medians, p95 and "
+                                 f"tests use {run.summary.sample_size:,} of "
+                                 f"{run.summary.kernels:,} kernel durations ({share}, as "
+                                 "evenly spaced quantiles); counts and totals are exact"))
     if set(base.meta.ranks) != set(new.meta.ranks):
-        warnings.append(f"rank sets differ (base {list(base.meta.ranks)}, new "
-                        f"{list(new.meta.ranks)}); per-rank means compare unequal sets")
+        warnings.append(Note("ranks-differ", f"rank sets differ (base "
+                             f"{list(base.meta.ranks)}, new {list(new.meta.ranks)}); "
+                             "per-rank means compare unequal sets"))
     if base.step_source != new.step_source:
-        warnings.append("one run's step breakdown comes from step_trace_time.csv, the other's "
-                        "from kernel intervals; small differences in the breakdown may be "
-                        "method, not performance")
+        warnings.append(Note("step-source-differs", "one run's step breakdown comes from "
+                             "step_trace_time.csv, the other's from kernel intervals; small "
+                             "differences in the breakdown may be method, not performance"))
     return Comparison(base, new, matched, operators, compare_categories(operators),
                       compare_communication(base, new), step, settings, base_units,
                       new_units, base_steps, new_steps, tuple(warnings),

@@ -84,7 +84,7 @@ def _findings(report: Report) -> list[str]:
 def _step(report: Report, charts: dict[str, str], notes: Footnotes) -> list[str]:
     s = report.step
     if s["significance"] == "unknown":
-        caveat = next((w for w in report.warnings if w.startswith("one step per side")),
+        caveat = next((n.text for n in report.notes if n.code == "one-step"),
                       "one step per side: no significance test is possible; the status "
                       "follows the threshold alone")
         sig = "unknown" + notes.mark(caveat)
