@@ -6,7 +6,6 @@ failed (the step regressed significantly by at least PCT); 2 bad input or usage.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -18,7 +17,7 @@ import click
 from . import format as fmt
 from .errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION, CannDiffError
 from .pipeline import Options, diff
-from .render.files import check_output_dir, safe_name, write_atomic, write_text_atomic
+from .render.files import check_output_dir, safe_name
 from .settings import Settings
 
 
@@ -52,44 +51,19 @@ def parse_steps(spec: str) -> list[tuple[int | None, int | None]]:
 def _summary(report, out_dir: Path) -> str:
     s = report.step
     lines = [report.headline, "",
-             f"step  {fmt.ms(s['base_us'])} → {fmt.ms(s['new_us'])} ms  "
-             f"({fmt.pct(s['delta_pct'])}, {s['status']}"
-             f"{', ' + fmt.p_phrase(s['p_value']) if s['p_value'] is not None else ''})"]
+             f"step  {fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms  "
+             f"({fmt.pct(s.delta_pct)}, {s.status}"
+             f"{', ' + fmt.p_phrase(s.p_value) if s.p_value is not None else ''})"]
     for finding in report.findings[:5]:
-        lines.append(f"  [{finding['severity']}] {finding['id']}: {finding['title']}")
+        lines.append(f"  [{finding.severity}] {finding.id}: {finding.title}")
     lines += ["", f"report: {out_dir / 'report.md'}"]
     return "\n".join(lines)
 
 
 def _write_report(result, out_dir: Path, charts_wanted: bool) -> None:
-    from .render.markdown import render_markdown
+    from .render import write_report
 
-    charts = {}
-    if charts_wanted:
-        from .render.charts import draw_charts
-
-        charts = {name: path.name for name, path in draw_charts(result.report, out_dir).items()}
-    sections = []
-    if result.memory is not None:
-        from .render.memory import draw_memory_chart, render_memory_markdown
-
-        chart = None
-        if charts_wanted:
-            write_atomic(out_dir / "memory.png",
-                         lambda temp: draw_memory_chart(result.memory, temp))
-            chart = "memory.png"
-        sections.append(render_memory_markdown(result.memory, chart))
-    # Every rank, for a spreadsheet (the Markdown shows the top movers); written even for
-    # one rank so that a reused output directory holds no stale table.
-    import pandas as pd
-
-    ranks = pd.DataFrame(result.report.extra.get("ranks") or [], columns=None)
-    ranks = ranks if len(ranks.columns) else pd.DataFrame(columns=["rank"])
-    write_atomic(out_dir / "ranks.csv",
-                 lambda temp: ranks.to_csv(temp, index=False, float_format="%.3f"))
-    write_text_atomic(out_dir / "report.md", render_markdown(result.report, charts, sections))
-    write_text_atomic(out_dir / "report.json",
-                      json.dumps(result.report.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    write_report(result.report, out_dir, charts_wanted)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -168,8 +142,8 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
         if out_dir is not None:  # fail early, but create nothing before the inputs read
             check_output_dir(out_dir, [base, new], create=False)
         result = diff(base, new, options, progress, rank_progress)
-        labels = f"{safe_name(result.report.base['label'])}_vs_" \
-                 f"{safe_name(result.report.new['label'])}"
+        labels = f"{safe_name(result.report.base.label)}_vs_" \
+                 f"{safe_name(result.report.new.label)}"
         out = check_output_dir(out_dir or Path("reports") / labels, [base, new])
         replaced = [name for name in ("report.md", "report.json", "ranks.csv")
                     if (out / name).exists()]
@@ -189,10 +163,10 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
         sys.exit(EXIT_BAD_INPUT)
     if not quiet:
         report = result.report
-        memory = list(result.memory.warnings) if result.memory is not None else []
+        memory = list(report.memory.warnings) if report.memory is not None else []
         said = set()
-        for warning in ([f"base: {w}" for w in report.base["warnings"]]
-                        + [f"new: {w}" for w in report.new["warnings"]]
+        for warning in ([f"base: {w}" for w in report.base.warnings]
+                        + [f"new: {w}" for w in report.new.warnings]
                         + list(report.warnings) + memory):
             if warning not in said:  # one line per distinct warning, not one per rank
                 said.add(warning)

@@ -108,8 +108,5 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
         memory = replace(memory, warnings=tuple(w for w in memory.warnings
                                                 if "profile_memory=True?" not in w))
     analysis = _with_memory_finding(analyse(comparison, options.fusion_map), memory)
-    extra = {"memory": memory.to_dict() if memory else None}
-    report = build_report(comparison, analysis, options.top_n, extra)
-    if memory and memory.headline:
-        report = replace(report, headline=f"{report.headline} {memory.headline}")
+    report = build_report(comparison, analysis, options.top_n, memory)
     return Result(comparison, analysis, report, memory)

@@ -1,180 +1,416 @@
-"""Report stage: the frozen, JSON-ready result that every renderer reads.
+"""Report stage: one typed, frozen model of the result that every renderer reads.
 
-``Report.to_dict()`` is report.json (schema ``cann-diff/1``, DESIGN.md). Operator
-figures are per step and per rank: ``base_count`` ops per step, ``base_total_us``
-µs per step; ``base_instances`` is the raw count over the whole run.
+Markdown, report.json, ranks.csv and the charts all render this model and nothing else,
+so they cannot disagree. Every part is a frozen dataclass; ``Report.to_dict()`` is
+report.json (schema ``cann-diff/1``, DESIGN.md), derived from the fields by ``to_json``.
+Operator figures are per step and per rank: ``base_count`` ops per step,
+``base_total_us`` µs per step; ``base_instances`` is the raw count over the whole run.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, is_dataclass
+from types import MappingProxyType
+from typing import Any, TypeVar
 
 import numpy as np
+import pandas as pd
 
-from . import format as fmt
 from .compare import Comparison
+from .compare.memory import MemoryComparison
 from .findings import Analysis, FusionGroup
+from .findings.headline import headline
 from .schema import Note, Run
 
 SCHEMA = "cann-diff/1"
-OPERATOR_FIELDS = ("key_id", "op_type", "base_op_type", "new_op_type", "family", "input_shapes",
-                   "category", "match_kind", "base_count", "new_count", "base_instances",
-                   "new_instances", "base_total_us", "new_total_us", "delta_us", "delta_pct",
-                   "base_mean_us", "new_mean_us", "base_median_us", "new_median_us",
-                   "base_p95_us", "new_p95_us", "p_value", "ci_low", "ci_high", "significant",
-                   "status", "fusion")
 
 
-def clean(value):
-    """Make a value JSON-safe: numpy scalars to Python, NaN/inf to None."""
-    if isinstance(value, dict):
-        return {str(k): clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [clean(v) for v in value]
+def clean(value: Any) -> Any:
+    """Make a scalar JSON-safe: numpy scalars to Python, NaN/inf/NA to None."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
     if isinstance(value, (np.integer,)):
         return int(value)
-    if isinstance(value, (np.floating, float)):
-        return None if not math.isfinite(float(value)) else float(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if value is None or isinstance(value, (str, int, bool)):
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(float(value)) else None
+    if value is None or isinstance(value, (str, int)):
         return value
-    if isinstance(value, float) or value is np.nan:
-        return None
     try:
-        return None if value != value else value  # pandas NA
-    except TypeError:
-        return None
+        return None if pd.isna(value) else value
+    except (TypeError, ValueError):
+        return value
+
+
+def to_json(value: Any) -> Any:
+    """A model object as JSON-ready data: dataclasses by field order, mappings, sequences."""
+    if hasattr(value, "to_dict") and not isinstance(value, Report):
+        return to_json(value.to_dict())
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_json(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    return clean(value)
+
+
+def frozen(mapping: Mapping | None) -> Mapping:
+    """A read-only view of a mapping, nested mappings included."""
+    return MappingProxyType({k: frozen(v) if isinstance(v, Mapping) else v
+                             for k, v in (mapping or {}).items()})
+
+
+Row = TypeVar("Row")
+
+
+def rows_of(frame: pd.DataFrame, row_type: type[Row]) -> tuple[Row, ...]:
+    """Each row of ``frame`` as ``row_type``; a field the frame lacks is None."""
+    names = [f.name for f in fields(row_type)]  # type: ignore[arg-type]
+    if frame is None or frame.empty:
+        return ()
+    table = frame.reindex(columns=names).astype(object)
+    table = table.where(table.notna(), None)
+    return tuple(row_type(**{k: clean(v) for k, v in record.items()})
+                 for record in table.to_dict("records"))
+
+
+# --------------------------------------------------------------------------- the model
+
+
+@dataclass(frozen=True)
+class Versions:
+    """Software versions a profile records; None when it does not."""
+
+    cann: str | None
+    torch_npu: str | None
+
+
+@dataclass(frozen=True)
+class Side:
+    """One run as the report names it: where it came from and what it holds."""
+
+    label: str
+    path: str
+    format: str
+    ranks: tuple[int, ...]
+    versions: Versions
+    device: str | None
+    profiler_level: str | None
+    steps: tuple[int, ...]
+    step_source: str
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One step-breakdown figure, µs per step (mean over steps and ranks)."""
+
+    base_us: float | None
+    new_us: float | None
+    delta_us: float | None
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """The step_trace_time fields, base vs new."""
+
+    computing: Figure
+    communication_not_overlapped: Figure
+    overlapped: Figure
+    communication: Figure
+    free: Figure
+    bubble: Figure
+    preparing: Figure
+
+    def get(self, name: str) -> Figure:
+        """The figure called ``name`` (a step_trace_time field)."""
+        return getattr(self, name)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """Step time (Stage) base vs new, with its test.
+
+    ``significance`` is ``unknown`` or ``tested``, so that a gate never mistakes "no test
+    possible" for "no change".
+    """
+
+    base_us: float | None
+    new_us: float | None
+    delta_us: float | None
+    delta_pct: float | None
+    p_value: float | None
+    significant: bool
+    significance: str
+    ci_low: float | None
+    ci_high: float | None
+    status: str
+    base_samples: tuple[float, ...]
+    new_samples: tuple[float, ...]
+    breakdown: Breakdown
+
+
+@dataclass(frozen=True)
+class OperatorRow:
+    """One operator key (type + input shapes) of either run, µs per step and rank."""
+
+    key_id: int
+    op_type: str
+    base_op_type: str | None
+    new_op_type: str | None
+    family: str
+    input_shapes: str
+    category: str
+    match_kind: str | None
+    base_count: float
+    new_count: float
+    base_instances: int
+    new_instances: int
+    base_total_us: float
+    new_total_us: float
+    delta_us: float
+    delta_pct: float | None
+    base_mean_us: float | None
+    new_mean_us: float | None
+    base_median_us: float | None
+    new_median_us: float | None
+    base_p95_us: float | None
+    new_p95_us: float | None
+    p_value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    significant: bool
+    status: str
+    fusion: str | None
+
+
+@dataclass(frozen=True)
+class CategoryRow:
+    """Kernel count and time per step of one category, base vs new."""
+
+    category: str
+    base_count: float
+    new_count: float
+    base_total_us: float
+    new_total_us: float
+    delta_us: float
+
+
+@dataclass(frozen=True)
+class CommTypeRow:
+    """One communication type, µs per step and rank.
+
+    Transit and wait come from communication.json (None when a run has none).
+    """
+
+    comm_type: str
+    base_count: float
+    new_count: float
+    base_total_us: float
+    new_total_us: float
+    base_exposed_us: float | None
+    new_exposed_us: float | None
+    base_elapse_us: float | None
+    new_elapse_us: float | None
+    base_transit_us: float | None
+    new_transit_us: float | None
+    base_wait_us: float | None
+    new_wait_us: float | None
+    base_synchronization_us: float | None
+    new_synchronization_us: float | None
+    base_transit_mb: float | None
+    new_transit_mb: float | None
+    delta_count: float
+    delta_us: float
+    delta_exposed_us: float | None
+
+
+@dataclass(frozen=True)
+class FusionRow:
+    """An MC2 fused op on one side matched to its split equivalent on the other."""
+
+    fused_type: str
+    direction: str
+    split_types: tuple[str, ...]
+    base_count: float
+    new_count: float
+    split_counts: Mapping[str, float]
+    base_total_us: float
+    new_total_us: float
+    delta_us: float
+    exposed_us: float
+    paired_by: str
+    api: str
+    min_cann: str
+    enable: str
+
+
+@dataclass(frozen=True)
+class FindingRow:
+    """One verdict with the figures behind it (``data``)."""
+
+    id: str
+    severity: str
+    title: str
+    detail: str
+    delta_us: float
+    data: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class RankRow:
+    """One rank's step breakdown and communication, µs per step, base vs new."""
+
+    rank: int
+    base_stage: float | None
+    base_computing: float | None
+    base_communication_not_overlapped: float | None
+    base_free: float | None
+    base_wait_us: float | None
+    base_transit_us: float | None
+    new_stage: float | None
+    new_computing: float | None
+    new_communication_not_overlapped: float | None
+    new_free: float | None
+    new_wait_us: float | None
+    new_transit_us: float | None
+    delta_stage_us: float | None
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """One communication group, µs per step and rank; bandwidth per link type in GB/s."""
+
+    group: str
+    base_elapse_us: float | None
+    base_transit_us: float | None
+    base_wait_us: float | None
+    base_synchronization_us: float | None
+    base_ops: float | None
+    base_ranks: float | None
+    base_wait_ratio: float | None
+    base_hccs_gbps: float | None
+    base_rdma_gbps: float | None
+    base_pcie_gbps: float | None
+    base_sio_gbps: float | None
+    base_sdma_gbps: float | None
+    new_elapse_us: float | None
+    new_transit_us: float | None
+    new_wait_us: float | None
+    new_synchronization_us: float | None
+    new_ops: float | None
+    new_ranks: float | None
+    new_wait_ratio: float | None
+    new_hccs_gbps: float | None
+    new_rdma_gbps: float | None
+    new_pcie_gbps: float | None
+    new_sio_gbps: float | None
+    new_sdma_gbps: float | None
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """The thresholds the verdicts were made with."""
+
+    alpha: float
+    threshold_pct: float
+    confidence: float
 
 
 @dataclass(frozen=True)
 class Report:
-    """Everything a renderer needs, as plain JSON-ready data."""
+    """Everything a renderer needs; ``notes`` are the caveats, each with a stable code."""
 
     headline: str
-    base: dict
-    new: dict
-    step: dict
-    operators: list[dict]
-    categories: list[dict]
-    communication: list[dict]
-    fusion: list[dict]
-    findings: list[dict]
-    warnings: list[str]
-    thresholds: dict
+    base: Side
+    new: Side
+    step: StepResult
+    operators: tuple[OperatorRow, ...]
+    categories: tuple[CategoryRow, ...]
+    communication: tuple[CommTypeRow, ...]
+    fusion: tuple[FusionRow, ...]
+    findings: tuple[FindingRow, ...]
+    notes: tuple[Note, ...]
+    thresholds: ReportSettings
     top_n: int
-    extra: dict = field(default_factory=dict)
-    notes: tuple[Note, ...] = ()
+    ranks: tuple[RankRow, ...] = ()
+    comm_groups: tuple[GroupRow, ...] = ()
+    memory: MemoryComparison | None = None
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The caveats' sentences, in order."""
+        return tuple(note.text for note in self.notes)
 
     def to_dict(self) -> dict:
         """report.json content."""
-        return clean({
-            "schema": SCHEMA, "headline": self.headline, "base": self.base, "new": self.new,
-            "step": self.step, "operators": self.operators, "categories": self.categories,
-            "communication": self.communication, "fusion": self.fusion,
-            "findings": self.findings, "warnings": self.warnings,
-            "thresholds": self.thresholds, **self.extra,
-        })
+        data = {f.name: to_json(getattr(self, f.name)) for f in fields(self)
+                if f.name not in ("notes", "top_n")}
+        data["warnings"] = list(self.warnings)
+        order = ("headline", "base", "new", "step", "operators", "categories", "communication",
+                 "fusion", "findings", "warnings", "thresholds", "ranks", "comm_groups", "memory")
+        return {"schema": SCHEMA, **{key: data[key] for key in order}}
 
 
-def _side(run: Run, steps: tuple[int, ...]) -> dict:
-    meta = run.meta.to_dict()
-    return {"label": run.label, **meta, "steps": list(steps), "step_source": run.step_source,
-            "warnings": list(run.warnings)}
+# --------------------------------------------------------------------------- building
 
 
-def _step(cmp: Comparison) -> dict:
+def _side(run: Run, steps: tuple[int, ...]) -> Side:
+    meta = run.meta
+    return Side(run.label, meta.path, meta.format, tuple(meta.ranks),
+                Versions(meta.cann_version, meta.torch_npu_version), meta.device,
+                meta.profiler_level, tuple(steps), run.step_source, tuple(run.warnings))
+
+
+def _figure(values: Mapping[str, float]) -> Figure:
+    return Figure(clean(values["base_us"]), clean(values["new_us"]), clean(values["delta_us"]))
+
+
+def _step(cmp: Comparison) -> StepResult:
     s = cmp.step
-    # report.json's ``significant`` is a bool; "unknown" (one step per side) is spelled
-    # out in ``significance`` so a gate does not mistake it for "no change".
-    return {"base_us": s.base_us, "new_us": s.new_us, "delta_us": s.delta_us,
-            "delta_pct": s.delta_pct, "p_value": s.p_value,
-            "significant": bool(s.significant),
-            "significance": "unknown" if s.significant is None else "tested",
-            "ci_low": s.ci_low, "ci_high": s.ci_high, "status": s.status,
-            "base_samples": list(s.base_samples), "new_samples": list(s.new_samples),
-            "breakdown": s.breakdown}
+    breakdown = Breakdown(**{f.name: _figure(s.breakdown[f.name]) for f in fields(Breakdown)})
+    return StepResult(clean(s.base_us), clean(s.new_us), clean(s.delta_us), clean(s.delta_pct),
+                      clean(s.p_value), bool(s.significant),
+                      "unknown" if s.significant is None else "tested",
+                      clean(s.ci_low), clean(s.ci_high), s.status,
+                      tuple(float(v) for v in s.base_samples),
+                      tuple(float(v) for v in s.new_samples), breakdown)
 
 
-def _fusion(group: FusionGroup) -> dict:
-    return {"fused_type": group.fused_type, "direction": group.direction,
-            "split_types": list(group.split_types), "base_count": group.base_count,
-            "new_count": group.new_count, "split_counts": group.split_counts,
-            "base_total_us": group.base_total_us, "new_total_us": group.new_total_us,
-            "delta_us": group.delta_us, "exposed_us": group.exposed_us,
-            "paired_by": group.paired_by, "api": group.spec.api,
-            "min_cann": group.spec.min_cann, "enable": group.spec.enable}
+def _fusion(group: FusionGroup) -> FusionRow:
+    return FusionRow(group.fused_type, group.direction, tuple(group.split_types),
+                     group.base_count, group.new_count, frozen(group.split_counts),
+                     group.base_total_us, group.new_total_us, group.delta_us, group.exposed_us,
+                     group.paired_by, group.spec.api, group.spec.min_cann, group.spec.enable)
 
 
-def headline(cmp: Comparison, analysis: Analysis) -> str:
-    """One sentence a manager understands: the verdict on the step time, and why."""
-    s = cmp.step
-    hidden = next((f for f in analysis.findings if f.id == "comm-hides-compute"), None)
-    base_new = f"{fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms per step"
-    if hidden:
-        grown = hidden.data["comm_growth"]
-        more = ", ".join(f"{v['delta_count']:g} more {k}" for k, v in grown.items()
-                         if v["delta_count"] > 0)
-        split = [g.fused_type for g in analysis.fusion if g.direction == "split"]
-        why = f" because {', '.join(split)} is no longer fused" if split else ""
-        exposed = fmt.ms(hidden.data["delta_exposed_us"])
-        comm = (f"{more} operations per step add {exposed} ms of exposed communication"
-                if more else f"exposed communication grew by {exposed} ms"
-                f"{' (' + ', '.join(grown) + ')' if grown else ''}")
-        # Like for like: matched kernels, not Computing, which in the base also holds the
-        # communication a fused MC2 kernel ran inside it.
-        matched = hidden.data["delta_matched_kernels_us"]
-        gain = (f"its kernels got {fmt.ms(-matched)} ms faster" if matched < 0 else
-                f"its computing time fell by {fmt.ms(-hidden.data['delta_computing_us'])} ms")
-        if s.delta_us > 0:
-            return (f"{cmp.new.label} is {s.delta_pct:.1f}% slower than {cmp.base.label} "
-                    f"({base_new}): {gain}, but {comm}{why}.")
-        return (f"{cmp.new.label} is only {-s.delta_pct:.1f}% faster than {cmp.base.label} "
-                f"({base_new}): {gain}, but {comm}{why}, eating most of the gain.")
-    if s.status == "unchanged":
-        if s.significant:
-            return (f"Step time between {cmp.base.label} and {cmp.new.label} changed by "
-                    f"{fmt.pct(s.delta_pct)} ({base_new}): significant, but below the "
-                    f"{cmp.settings.threshold_pct:g}% threshold.")
-        if s.significant is None:
-            return (f"No change in step time beyond the {cmp.settings.threshold_pct:g}% "
-                    f"threshold between {cmp.base.label} and {cmp.new.label} ({base_new}, "
-                    f"{fmt.pct(s.delta_pct)}; one step per side: significance unknown).")
-        return (f"No significant change in step time between {cmp.base.label} and "
-                f"{cmp.new.label} ({base_new}, {fmt.pct(s.delta_pct)}).")
-    word = "slower" if s.status == "regressed" else "faster"
-    moves = sorted(((k, v["delta_us"]) for k, v in s.breakdown.items()
-                    if k in ("computing", "communication_not_overlapped", "free", "bubble")
-                    and not fmt.is_missing(v["delta_us"])), key=lambda kv: -abs(kv[1]))
-    driver = ""
-    if moves:
-        name = moves[0][0].replace("communication_not_overlapped", "exposed communication")
-        driver = f", mostly from {name} ({fmt.ms(moves[0][1], signed=True)} ms)"
-    return (f"{cmp.new.label} is {abs(s.delta_pct):.1f}% {word} than {cmp.base.label} "
-            f"({base_new}){driver}.")
-
-
-def build_report(cmp: Comparison, analysis: Analysis, top_n: int = 15,
-                 extra: dict | None = None) -> Report:
-    """Assemble the Report from a Comparison and its Analysis."""
+def _operators(cmp: Comparison, analysis: Analysis) -> tuple[OperatorRow, ...]:
     ops = cmp.operators.copy()
     fusion = ops["key_id"].map(analysis.fusion_keys)
     ops["fusion"] = fusion.astype(object).where(fusion.notna(), None)
     ops = ops.reindex(ops["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
-    operators = [{k: row.get(k) for k in OPERATOR_FIELDS} for row in ops.to_dict("records")]
-    findings = [{"id": f.id, "severity": f.severity, "title": f.title, "detail": f.detail,
-                 "delta_us": f.delta_us, "data": f.data} for f in analysis.findings]
+    return rows_of(ops, OperatorRow)
+
+
+def build_report(cmp: Comparison, analysis: Analysis, top_n: int = 15,
+                 memory: MemoryComparison | None = None) -> Report:
+    """Assemble the Report from a Comparison, its Analysis and the memory comparison."""
+    findings = tuple(FindingRow(f.id, f.severity, f.title, f.detail, float(f.delta_us),
+                                frozen(f.data)) for f in analysis.findings)
     t = cmp.settings
+    text = headline(cmp, analysis)
+    if memory is not None and memory.headline:
+        text = f"{text} {memory.headline}"
     return Report(
-        headline=headline(cmp, analysis),
+        headline=text,
         base=_side(cmp.base, cmp.base_steps), new=_side(cmp.new, cmp.new_steps),
-        step=_step(cmp), operators=operators,
-        categories=cmp.categories.to_dict("records"),
-        communication=cmp.comm_types.to_dict("records"),
-        fusion=[_fusion(g) for g in analysis.fusion], findings=findings,
-        warnings=[note.text for note in cmp.warnings], notes=cmp.warnings,
-        thresholds={"alpha": t.alpha, "threshold_pct": t.threshold_pct,
-                    "confidence": t.confidence},
-        top_n=top_n, extra={"ranks": cmp.ranks.to_dict("records"),
-                            "comm_groups": cmp.groups.to_dict("records"), **(extra or {})})
+        step=_step(cmp), operators=_operators(cmp, analysis),
+        categories=rows_of(cmp.categories, CategoryRow),
+        communication=rows_of(cmp.comm_types, CommTypeRow),
+        fusion=tuple(_fusion(g) for g in analysis.fusion), findings=findings,
+        notes=tuple(cmp.warnings), thresholds=ReportSettings(t.alpha, t.threshold_pct,
+                                                             t.confidence),
+        top_n=top_n, ranks=rows_of(cmp.ranks, RankRow),
+        comm_groups=rows_of(cmp.groups, GroupRow), memory=memory)

@@ -50,14 +50,14 @@ def test_all_ranks_read_and_per_rank_table(runs):
 
 
 def test_slow_rank_is_named(runs):
-    findings = diff(runs["base"], runs["slow"]).report.findings
+    findings = diff(runs["base"], runs["slow"]).report.to_dict()["findings"]
     slow = [f for f in findings if f["id"] == "slow-rank"]
     assert slow and {f["data"]["rank"] for f in slow} == {5}
     assert "Rank 5" in slow[0]["title"]
 
 
 def test_no_slow_rank_when_ranks_are_even(runs):
-    findings = diff(runs["base"], runs["even"]).report.findings
+    findings = diff(runs["base"], runs["even"]).report.to_dict()["findings"]
     assert not [f for f in findings if f["id"] == "slow-rank"]
 
 
@@ -140,7 +140,7 @@ def test_cluster_analysis_output_pair(tmp_path):
     stage = {int(r[2]): float(r[8]) for r in rank_rows}
     got = result.comparison.ranks.set_index("rank")["new_stage"]
     assert all(got[rank] == pytest.approx(value) for rank, value in stage.items())
-    assert any("no kernel rows" in w for w in result.report.new["warnings"])
+    assert any("no kernel rows" in w for w in result.report.new.warnings)
 
 
 @needs_realdata
@@ -166,9 +166,9 @@ def test_cluster_summary_without_step_column(tmp_path, header, rows):
         (folder / "cluster_step_trace_time.csv").write_text("\n".join(lines) + "\n")
     result = diff(tmp_path / "base" / "cluster_analysis_output",
                   tmp_path / "new" / "cluster_analysis_output")
-    assert result.report.step["base_us"] == pytest.approx(105.0)
-    assert result.report.step["new_us"] == pytest.approx(135.0)
-    assert result.report.step["breakdown"]["free"]["delta_us"] == pytest.approx(30.0)
+    assert result.report.step.base_us == pytest.approx(105.0)
+    assert result.report.step.new_us == pytest.approx(135.0)
+    assert result.report.step.breakdown.free.delta_us == pytest.approx(30.0)
 
 
 def test_cluster_json_with_wrong_shape_is_exit_2(tmp_path):
@@ -198,7 +198,7 @@ def test_slow_rank_tells_waiting_from_transfer(tmp_path):
 
     base = write_profile(tmp_path, "base", lambda r, s: ops(r, s), ranks=RANKS)
     new = write_profile(tmp_path, "new", lambda r, s: ops(r, s, slow=True), ranks=RANKS)
-    findings = [f for f in diff(base, new).report.findings if f["id"] == "slow-rank"]
+    findings = [f for f in diff(base, new).report.to_dict()["findings"] if f["id"] == "slow-rank"]
     computing = [f for f in findings if f["data"]["metric"] == "computing"]
     assert computing and computing[0]["data"]["rank"] == 5
     assert computing[0]["data"]["communication_growth"] == "transfer"

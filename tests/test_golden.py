@@ -89,9 +89,9 @@ def test_no_regression_mi_level1_vs_level2_report_md(level_result):
 
 def test_no_regression_control_has_no_verdict_of_change(level_result):
     report = level_result.report
-    assert report.step["status"] == "unchanged"
-    assert {op["status"] for op in report.operators} == {"unchanged"}
-    assert not {f["id"] for f in report.findings} & {"op-regression", "op-improvement",
+    assert report.step.status == "unchanged"
+    assert {op.status for op in report.operators} == {"unchanged"}
+    assert not {f.id for f in report.findings} & {"op-regression", "op-improvement",
                                                       "comm-hides-compute", "new-ops",
                                                       "removed-ops"}
 

@@ -373,7 +373,7 @@ def test_library_steps_option(tmp_path):
     base = write_profile(tmp_path, "base", STEP, steps=(1, 2, 3), noise=NOISE, seed=31)
     result = diff(base.path, base.path, Options(steps=[(2, 2)]))
     assert result.comparison.base_steps == result.comparison.new_steps == (2,)
-    assert result.report.step["p_value"] is None  # one step left per side
+    assert result.report.step.p_value is None  # one step left per side
 
 
 # ================================================================ Markdown `~`

@@ -1,1 +1,45 @@
-"""Render stage: the Markdown report, its charts and the memory section."""
+"""Render stage: the Report as report.md, report.json, ranks.csv and PNG charts.
+
+Every output reads the one Report model (``cann_diff/report.py``); nothing here computes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..report import Report, to_json
+from .files import write_atomic, write_text_atomic
+
+
+def write_ranks_csv(report: Report, path: Path) -> Path:
+    """Every rank of the report, for a spreadsheet (the Markdown shows the top movers).
+
+    Written even for one rank, so that a reused output directory holds no stale table.
+    """
+    import pandas as pd
+
+    from ..report import RankRow
+
+    columns = list(RankRow.__dataclass_fields__)
+    table = pd.DataFrame([to_json(r) for r in report.ranks], columns=columns)
+    return write_atomic(path, lambda temp: table.to_csv(temp, index=False, float_format="%.3f"))
+
+
+def write_report(report: Report, out_dir: Path, charts: bool = True) -> list[Path]:
+    """Write every output of ``report`` into ``out_dir``; returns the paths written."""
+    from .markdown import render_markdown
+
+    out_dir = Path(out_dir)
+    drawn: dict[str, Path] = {}
+    if charts:
+        from .charts import draw_charts
+
+        drawn = draw_charts(report, out_dir)
+    written = [*drawn.values(), write_ranks_csv(report, out_dir / "ranks.csv")]
+    links = {name: path.name for name, path in drawn.items()}
+    written.append(write_text_atomic(out_dir / "report.md", render_markdown(report, links)))
+    written.append(write_text_atomic(
+        out_dir / "report.json",
+        json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"))
+    return written

@@ -1,28 +1,16 @@
-"""The device-memory section of the report: Markdown (tabulate, GitHub tables) and a chart.
+"""The device-memory section of report.md (tabulate, GitHub tables).
 
-Both take a ``MemoryComparison`` and do no arithmetic beyond formatting. Output is
-deterministic: no timestamps, no absolute paths, fixed figure size and DPI.
+It reads the report's ``MemoryComparison`` and does no arithmetic beyond formatting; the
+chart is drawn in ``render/charts.py``.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from tabulate import tabulate
 
-import matplotlib
+from ..compare.memory import CopyChange, MemoryComparison, PeakChange
 
-matplotlib.use("Agg")
-
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import StrMethodFormatter  # noqa: E402
-from tabulate import tabulate  # noqa: E402
-
-from ..compare.memory import CopyChange, MemoryComparison, PeakChange  # noqa: E402
-
-FIGSIZE = (8.0, 4.0)  # inches; with DPI 100 → 800 × 400 px
-DPI = 100
 MISSING = "–"
-MARKER_MAX_POINTS = 60
 
 
 def _mb(value: float | None) -> str:
@@ -190,42 +178,3 @@ def render_memory_markdown(comparison: MemoryComparison, chart_name: str | None)
     if comparison.warnings:
         lines += ["Notes:", "", *[f"- {_cell(w)}" for w in comparison.warnings], ""]
     return "\n".join(lines)
-
-
-def draw_memory_chart(comparison: MemoryComparison, out_path: Path) -> Path:
-    """Draw reserved memory (MB) over ms since each run's first sample; return ``out_path``.
-
-    Both runs start at 0 so their shapes line up; the dashed lines mark each peak.
-    """
-    figure = Figure(figsize=FIGSIZE, dpi=DPI)
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot(1, 1, 1)
-    component = comparison.timeline_component or "no data"
-    for side, series, colour in (("base", comparison.base_timeline, "tab:blue"),
-                                 ("new", comparison.new_timeline, "tab:orange")):
-        if not series.time_ms:
-            continue
-        # Markers on short series: a timeline whose samples share one timestamp (a
-        # spreadsheet-mangled file) would otherwise draw nothing.
-        marker = "o" if len(series.time_ms) <= MARKER_MAX_POINTS else None
-        axes.plot(series.time_ms, series.reserved_mb, drawstyle="steps-post", color=colour,
-                  linewidth=1.5, marker=marker, markersize=3,
-                  label=f"{side} (rank {series.rank})")
-        axes.axhline(max(series.reserved_mb), color=colour, linestyle="--", linewidth=0.8,
-                     label=f"{side} peak {max(series.reserved_mb):,.1f} MB")
-    if not (comparison.base_timeline.time_ms or comparison.new_timeline.time_ms):
-        axes.text(0.5, 0.5, "no memory samples", ha="center", va="center",
-                  transform=axes.transAxes)
-    else:
-        axes.legend(loc="best", fontsize="small")
-    axes.set_title(f"Reserved device memory ({component})")
-    axes.set_xlabel("time since first sample (ms)")
-    axes.set_ylabel("reserved (MB)")
-    axes.yaxis.set_major_formatter(StrMethodFormatter("{x:,.1f}"))
-    axes.grid(True, linewidth=0.3)
-    figure.tight_layout()
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    # No "Software" metadata: the PNG stays byte-identical across matplotlib versions.
-    figure.savefig(out_path, format="png", dpi=DPI, metadata={"Software": None})
-    return out_path
