@@ -1,11 +1,13 @@
-"""Generate the example pair: a CANN 7.0.1.3-style baseline and a CANN 8.0.RC2-style
-candidate of the same 4-layer transformer training job (tensor parallel 2, 2 ranks,
+"""Generate the examples: a CANN 7.0.1.3-style baseline and two CANN 8.0.RC2-style
+candidates of the same 4-layer transformer training job (tensor parallel 2, 2 ranks,
 3 profiled steps), written as torch_npu text exports.
 
-The story (field report, CANN 7.0.1.3 → 8.0.RC2): the candidate's kernels are a little
-faster (MatMulV3 instead of MatMulV2, faster FlashAttention), but the row-parallel
-linears that ran as the fused MC2 op MatmulAllReduce now run as MatMul followed by an
-exposed hcom_allReduce. More collectives, more exposed communication, slower step.
+The story (field report, CANN 7.0.1.3 → 8.0.RC2): the candidates' kernels are a little
+faster (MatMulV3 instead of MatMulV2, faster FlashAttention). Without MC2
+(``cann8.0.RC2``) the row-parallel linears that ran as the fused MC2 op MatmulAllReduce
+now run as MatMul followed by an exposed hcom_allReduce: more collectives, more exposed
+communication, a slower step. With MC2 enabled (``cann8.0.RC2-mc2``) they stay fused and
+the candidate is faster than the baseline.
 
 Run from the repository root:  python examples/generate.py
 The step_trace_time.csv figures are accounted here from the simulated schedule
@@ -45,7 +47,7 @@ def mm(x: tuple, w: tuple) -> str:
     return f"{x[0]},{x[1]};{w[0]},{w[1]}"
 
 
-def layer_forward(cann8: bool) -> list[tuple]:
+def layer_forward(cann8: bool, mc2: bool) -> list[tuple]:
     """(kind, name, type, core, us, shapes) for one layer's forward pass."""
     matmul = ("aclnnMatmul_MatMulV3Common_MatMulV3", "MatMulV3") if cann8 else \
         ("aclnnMatmul_MatMulCommon_MatMulV2", "MatMulV2")
@@ -58,7 +60,7 @@ def layer_forward(cann8: bool) -> list[tuple]:
         ("compute", "aclnnFlashAttentionScore_FlashAttentionScore_FlashAttentionScore",
          "FlashAttentionScore", "MIX_AIC", 880.0 * fa, f"1,16,{S},128;1,16,{S},128"),
     ]
-    ops += row_parallel_linear(cann8, matmul, speed, (S, H // 2), (H // 2, H), 400.0)
+    ops += row_parallel_linear(mc2, matmul, speed, (S, H // 2), (H // 2, H), 400.0)
     ops += [
         ("compute", "aclnnRmsNorm_RmsNorm_RmsNorm", "RmsNorm", "AI_VECTOR_CORE", 42.0,
          f"{S},{H};{H}"),
@@ -66,15 +68,15 @@ def layer_forward(cann8: bool) -> list[tuple]:
         ("compute", "aclnnSwiGlu_SwiGlu_SwiGlu", "SwiGlu", "AI_VECTOR_CORE", 95.0,
          f"{S},{2 * FFN}"),
     ]
-    ops += row_parallel_linear(cann8, matmul, speed, (S, FFN), (FFN, H), 780.0)
+    ops += row_parallel_linear(mc2, matmul, speed, (S, FFN), (FFN, H), 780.0)
     return ops
 
 
-def row_parallel_linear(cann8, matmul, speed, x, w, matmul_us) -> list[tuple]:
-    """CANN 7 baseline: fused MatmulAllReduce; CANN 8 candidate: MatMul + exposed AllReduce."""
-    if not cann8:
+def row_parallel_linear(mc2, matmul, speed, x, w, matmul_us) -> list[tuple]:
+    """With MC2: fused MatmulAllReduce; without: MatMul + exposed AllReduce."""
+    if mc2:
         return [("compute", "aclnnMatmulAllReduce_MatmulAllReduce_MatmulAllReduce",
-                 "MatmulAllReduce", "MIX_AIC", matmul_us * 1.08, f"{mm(x, w)};{w[1]}")]
+                 "MatmulAllReduce", "MIX_AIC", matmul_us * 1.08 * speed, f"{mm(x, w)};{w[1]}")]
     return [("compute", *matmul, "AI_CORE", matmul_us * speed, mm(x, w)),
             ("comm", "hcom_allReduce_", "hcom_allReduce_", "HCCL", 900.0, "")]
 
@@ -105,10 +107,10 @@ def layer_backward(cann8: bool) -> list[tuple]:
     ]
 
 
-def step_schedule(cann8: bool) -> list[tuple]:
+def step_schedule(cann8: bool, mc2: bool) -> list[tuple]:
     ops = []
     for _ in range(LAYERS):
-        ops += layer_forward(cann8)
+        ops += layer_forward(cann8, mc2)
     ops.append(("compute", "aclnnCrossEntropyLoss_CrossEntropyLoss_CrossEntropyLoss",
                 "CrossEntropyLoss", "AI_VECTOR_CORE", 310.0, f"{S},32000;{S}"))
     for layer in range(LAYERS):
@@ -123,11 +125,12 @@ def step_schedule(cann8: bool) -> list[tuple]:
     return ops
 
 
-def simulate(cann8: bool, rank: int, step: int, start_us: float, rng: random.Random):
+def simulate(cann8: bool, mc2: bool, rank: int, step: int, start_us: float,
+             rng: random.Random):
     """Lay one step out in time; return kernel rows and the step_trace_time figures."""
     clock, rows, comm_index = start_us, [], 0
     compute_busy, comm_busy, overlapped, pending = 0.0, 0.0, 0.0, []
-    for kind, name, typ, core, us, shapes in step_schedule(cann8):
+    for kind, name, typ, core, us, shapes in step_schedule(cann8, mc2):
         dur = round(us * rng.lognormvariate(0, 0.015), 3)
         if kind == "compute":
             begin, end = clock, clock + dur
@@ -229,7 +232,9 @@ def profiler_info(cann8: bool, rank: int) -> dict:
     return info
 
 
-def write_run(root: Path, cann8: bool, seed: int) -> None:
+def write_run(root: Path, cann8: bool, seed: int, mc2: bool | None = None) -> None:
+    """One run; MC2 fusion is on for CANN 7 and off for CANN 8 unless ``mc2`` says."""
+    mc2 = not cann8 if mc2 is None else mc2
     for rank in RANKS:
         rng = random.Random(seed * 100 + rank)
         rank_dir = root / f"node0_{4000 + rank}_2024112918{rank:02d}00000_ascend_pt"
@@ -237,7 +242,7 @@ def write_run(root: Path, cann8: bool, seed: int) -> None:
         out.mkdir(parents=True, exist_ok=True)
         start, rows, figures = 1732870000000000.0 + rank * 0.5, [], []
         for step in STEPS:
-            step_rows, step_figures, end = simulate(cann8, rank, step, start, rng)
+            step_rows, step_figures, end = simulate(cann8, mc2, rank, step, start, rng)
             rows += step_rows
             figures.append(step_figures)
             start = end + 800.0  # host-side gap between steps
@@ -265,6 +270,7 @@ def write_run(root: Path, cann8: bool, seed: int) -> None:
 def main() -> None:
     write_run(HERE / "cann7.0.1.3", cann8=False, seed=7)
     write_run(HERE / "cann8.0.RC2", cann8=True, seed=8)
+    write_run(HERE / "cann8.0.RC2-mc2", cann8=True, seed=9, mc2=True)
 
 
 if __name__ == "__main__":
