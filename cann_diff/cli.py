@@ -1,34 +1,52 @@
 """cann-diff command line: parse, check, call the library, write. Nothing else.
 
 Exit codes: 0 report written and no gate failed; 1 ``--fail-on-regression`` gate
-failed (the step regressed significantly by at least PCT); 2 bad input or usage.
+failed (the step regressed significantly by at least PCT); 2 bad input or usage; 3 internal
+error; 130 / 143 interrupted by SIGINT / SIGTERM. ``Command.invoke`` is the one place that
+turns an exception into its exit code.
+
+The pipeline (pandas, scipy, matplotlib) is imported inside the command, so that
+``--help`` and ``--version`` answer at once.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
+import threading
 import time
+import traceback
 from pathlib import Path
 
 import click
 
 from . import format as fmt
-from .errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION, CannDiffError
-from .pipeline import Options, diff
-from .render.files import check_output_dir, safe_name
+from .errors import (
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_REGRESSION,
+    EXIT_SIGINT,
+    CannDiffError,
+    Terminated,
+    UsageError,
+    one_line,
+)
+from .render.files import check_output_dir, safe_name, staged_report
 from .settings import Settings
 
+DEBUG_VARIABLE = "CANN_DIFF_DEBUG"
 
-def _percent(value: str) -> float:
+
+def _percent(value: str, option: str) -> float:
     text = value.strip().rstrip("%")
     try:
         number = float(text)
     except ValueError:
-        raise click.BadParameter(f"{value!r} is not a percentage (e.g. 5 or 5%)") from None
+        raise UsageError(option, f"{value!r} is not a percentage (e.g. 5 or 5%)") from None
     if number < 0:
-        raise click.BadParameter("must not be negative")
+        raise UsageError(option, "must not be negative")
     return number
 
 
@@ -44,7 +62,8 @@ def parse_steps(spec: str) -> list[tuple[int | None, int | None]]:
             low, high = (int(g) if g else None for g in match.groups())
             ranges.append((low, high))
         else:
-            raise click.BadParameter(f"{part!r}: use step numbers and ranges, e.g. 5-7,9 or 3-")
+            raise UsageError("--steps", f"{part!r}: use step numbers and ranges, "
+                                        "e.g. 5-7,9 or 3-")
     return ranges
 
 
@@ -66,7 +85,51 @@ def _write_report(result, out_dir: Path, charts_wanted: bool) -> None:
     write_report(result.report, out_dir, charts_wanted)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated()
+
+
+class Command(click.Command):
+    """The click command, with the one site that turns an exception into an exit code."""
+
+    def invoke(self, ctx: click.Context):
+        """Run the command; exit with the code its error carries (errors.py)."""
+        # SIGTERM (CI cancelling a job, kill) raises like Ctrl-C, so temporary files go.
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGTERM, _raise_terminated)
+        try:
+            return super().invoke(ctx)
+        except CannDiffError as exc:
+            click.echo(f"cann-diff: error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as Terminated
+            click.echo("cann-diff: interrupted", err=True)
+            sys.exit(getattr(exc, "exit_code", EXIT_SIGINT))
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise  # click's own usage errors and exits
+        except Exception as exc:
+            # A bug must not read as exit 1, which a CI gate takes for a regression.
+            if os.environ.get(DEBUG_VARIABLE, "") not in ("", "0"):
+                click.echo(traceback.format_exc().rstrip(), err=True)
+            click.echo(f"cann-diff: internal error: {type(exc).__name__}: "
+                       f"{one_line(str(exc))} — please report it "
+                       f"(set {DEBUG_VARIABLE}=1 for the traceback)", err=True)
+            sys.exit(EXIT_INTERNAL)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _show_version(ctx: click.Context, _param, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        from . import __version__
+
+        click.echo(f"cann-diff, version {__version__}")
+        ctx.exit()
+
+
+@click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
 @click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path),
@@ -93,7 +156,8 @@ def _write_report(result, out_dir: Path, charts_wanted: bool) -> None:
 @click.option("--no-charts", is_flag=True, help="Skip the PNG charts.")
 @click.option("-q", "--quiet", is_flag=True,
               help="No progress or warnings on stderr (progress shows only on a terminal).")
-@click.version_option(package_name="cann-diff")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_show_version, help="Show the version and exit.")
 def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, threshold,
          fail_pct, fusion_map, alias_map, jobs, scheduler, no_charts, quiet):
     """Compare two Ascend NPU profiles: BASE (current stack) and NEW (candidate).
@@ -106,10 +170,15 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
 
     \b
     Exit codes:
-      0  report written, no gate failed
-      1  --fail-on-regression PCT given and the step regressed significantly by >= PCT
-      2  bad input or usage (one line on stderr naming the file and the problem)
+      0    report written, no gate failed
+      1    --fail-on-regression PCT: the step regressed significantly by >= PCT
+      2    bad input or usage (one line on stderr naming the file and the problem)
+      3    internal error, a bug (one line; CANN_DIFF_DEBUG=1 shows the traceback)
+      130  interrupted by SIGINT (Ctrl-C): no partial report or temp file left
+      143  terminated by SIGTERM: no partial report or temp file left
     """  # noqa: D301 (click's \b: a paragraph it must not rewrap)
+    from .pipeline import Options, diff  # here, not at the top: --help stays fast
+
     started = time.monotonic()
 
     watching = not quiet and sys.stderr.isatty()
@@ -132,35 +201,32 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
         if done == total:
             bars[side].__exit__(None, None, None)
 
-    try:
-        options = Options(base_label=base_label, new_label=new_label,
-                          steps=parse_steps(steps_spec) if steps_spec else None,
-                          settings=Settings(alpha=alpha, threshold_pct=_percent(threshold)),
-                          top_n=top_n, fusion_map=fusion_map, alias_map=alias_map, jobs=jobs,
-                          scheduler=scheduler)
-        gate = _percent(fail_pct) if fail_pct is not None else None
-        if out_dir is not None:  # fail early, but create nothing before the inputs read
-            check_output_dir(out_dir, [base, new], create=False)
-        result = diff(base, new, options, progress, rank_progress)
-        labels = f"{safe_name(result.report.base.label)}_vs_" \
-                 f"{safe_name(result.report.new.label)}"
-        out = check_output_dir(out_dir or Path("reports") / labels, [base, new])
+    def waiting(out: Path) -> None:
+        if not quiet:
+            click.echo(f"cann-diff: waiting for another cann-diff writing to {out}", err=True)
+
+    options = Options(base_label=base_label, new_label=new_label,
+                      steps=parse_steps(steps_spec) if steps_spec else None,
+                      settings=Settings(alpha=alpha,
+                                        threshold_pct=_percent(threshold, "--threshold")),
+                      top_n=top_n, fusion_map=fusion_map, alias_map=alias_map, jobs=jobs,
+                      scheduler=scheduler)
+    gate = _percent(fail_pct, "--fail-on-regression") if fail_pct is not None else None
+    if out_dir is not None:  # fail early, but create nothing before the inputs read
+        check_output_dir(out_dir, [base, new], create=False)
+    result = diff(base, new, options, progress, rank_progress)
+    labels = f"{safe_name(result.report.base.label)}_vs_" \
+             f"{safe_name(result.report.new.label)}"
+    out = check_output_dir(out_dir or Path("reports") / labels, [base, new])
+    # The whole report is written into a stage and moved into place under a lock: a
+    # reader never sees report.md of one run beside a chart of another.
+    with staged_report(out, on_wait=lambda: waiting(out)) as stage:
         replaced = [name for name in ("report.md", "report.json", "ranks.csv")
                     if (out / name).exists()]
         if replaced and not quiet:
             click.echo(f"cann-diff: replacing {', '.join(replaced)} in {out}", err=True)
         progress(f"writing report to {out}")
-        _write_report(result, out, not no_charts)
-    except CannDiffError as exc:
-        click.echo(f"cann-diff: error: {exc}", err=True)
-        sys.exit(EXIT_BAD_INPUT)
-    except click.BadParameter as exc:
-        click.echo(f"cann-diff: error: {exc.format_message()}", err=True)
-        sys.exit(EXIT_BAD_INPUT)
-    except Exception as exc:  # noqa: BLE001 - a bug must not read as exit 1 (regression)
-        click.echo(f"cann-diff: internal error: {type(exc).__name__}: {exc} "
-                   "(please report it with the inputs' layout)", err=True)
-        sys.exit(EXIT_BAD_INPUT)
+        _write_report(result, stage, not no_charts)
     if not quiet:
         report = result.report
         memory = list(report.memory.warnings) if report.memory is not None else []

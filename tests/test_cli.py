@@ -1,8 +1,13 @@
 import json
+import subprocess
+import sys
+import tomllib
 
+import pytest
 from click.testing import CliRunner
-from conftest import EXAMPLES
+from conftest import EXAMPLES, ROOT
 
+import cann_diff
 from cann_diff.cli import main
 
 
@@ -29,3 +34,52 @@ def test_missing_input_is_one_line_exit_2(tmp_path):
     assert result.exit_code == 2
     assert "nope" in result.output and "internal error" not in result.output
     assert isinstance(result.exception, SystemExit)
+
+
+# ---------------------------------------------------------------- fast start
+
+HEAVY = ("pandas", "numpy", "scipy", "matplotlib")
+PROBE = """
+import runpy, sys
+sys.argv = ["cann-diff", *sys.argv[1:]]
+try:
+    runpy.run_module("cann_diff", run_name="__main__", alter_sys=True)
+except SystemExit as exc:
+    code = exc.code
+print("exit", code)
+print("heavy", sorted({name.split(".")[0] for name in sys.modules} & set(%r)))
+"""
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h", "--version"])
+def test_help_and_version_import_no_pandas_numpy_scipy_or_matplotlib(flag):
+    done = subprocess.run([sys.executable, "-c", PROBE % (HEAVY,), flag], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-2:] == ["exit 0", "heavy []"], done.stdout
+    assert lines[0].startswith("Usage: cann-diff" if flag != "--version" else "cann-diff")
+
+
+def test_version_is_the_projects():
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert run(["--version"]).output == f"cann-diff, version {declared}\n"
+    assert cann_diff.__version__ == declared
+
+
+def test_public_names_are_the_functions_even_after_their_submodules_load():
+    # cann_diff.match and cann_diff.compare are also submodules: importing them must not
+    # turn ``from cann_diff import match`` into the module.
+    code = ("import cann_diff.compare.operators, cann_diff.match, cann_diff.pipeline\n"
+            "from cann_diff import compare, match, diff, load_run, Report, Run\n"
+            "import types\n"
+            "print(all(callable(f) and not isinstance(f, types.ModuleType)\n"
+            "          for f in (compare, match, diff, load_run, Report, Run)))\n"
+            "print(compare.__module__, match.__module__, diff.__module__)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.stdout.splitlines() == ["True", "cann_diff.compare cann_diff.match "
+                                                "cann_diff.pipeline"], done.stderr
+    assert set(cann_diff.__all__) <= set(dir(cann_diff))
+    with pytest.raises(AttributeError):
+        cann_diff.no_such_name  # noqa: B018

@@ -6,6 +6,7 @@ import re
 from click.testing import CliRunner
 from conftest import ROOT
 
+from cann_diff import errors
 from cann_diff.cli import main
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -44,3 +45,15 @@ def test_readme_library_example_runs(tmp_path, monkeypatch):
     exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - our own README
     committed = json.loads((ROOT / "reports/example/report.json").read_text())["headline"]
     assert namespace["result"].report.headline == committed
+
+
+def test_readme_and_help_list_the_same_exit_codes_as_errors_py():
+    table = README.split("### Exit codes", 1)[1].split("\n\n", 2)[1]
+    documented = [int(row.split("|")[1]) for row in table.splitlines()[2:]]
+    help_text = CliRunner().invoke(main, ["--help"]).output
+    block = help_text.split("Exit codes:", 1)[1].split("\n\n", 1)[0]
+    in_help = [int(line.split()[0]) for line in block.strip().splitlines()]
+    assert documented == in_help == [errors.EXIT_OK, errors.EXIT_REGRESSION,
+                                     errors.EXIT_BAD_INPUT, errors.EXIT_INTERNAL,
+                                     errors.EXIT_SIGINT, errors.EXIT_SIGTERM]
+    assert documented == [0, 1, 2, 3, 130, 143]  # DESIGN.md "Exit codes"

@@ -1,15 +1,20 @@
 """Render stage: the Report as report.md, report.json, ranks.csv and PNG charts.
 
 Every output reads the one Report model (``cann_diff/report.py``); nothing here computes.
+The model (and so pandas) is imported inside the functions: the CLI imports
+``render.files`` at start-up, and ``--help`` must not pay for pandas.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..report import Report, to_json
 from .files import write_atomic, write_text_atomic
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 
 def write_ranks_csv(report: Report, path: Path) -> Path:
@@ -19,7 +24,7 @@ def write_ranks_csv(report: Report, path: Path) -> Path:
     """
     import pandas as pd
 
-    from ..report import RankRow
+    from ..report import RankRow, to_json
 
     columns = list(RankRow.__dataclass_fields__)
     table = pd.DataFrame([to_json(r) for r in report.ranks], columns=columns)

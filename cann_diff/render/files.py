@@ -1,14 +1,41 @@
-"""Safe writing of reports: atomic (temp file, then rename), never inside an input."""
+"""Safe writing of reports: as one unit, atomic per file, never inside an input.
+
+A report is several files (report.md links its PNGs; report.json and ranks.csv go with
+it). ``staged_report`` writes them all into a stage directory first and then moves each
+into place, under an exclusive lock on the output directory, so that two runs writing to
+one ``-o`` never mix their files and an interrupted run leaves the last whole report.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import shutil
+import signal
 import tempfile
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # not POSIX
+    fcntl = None
+
 from ..errors import OutputError
+
+LOCK_NAME = ".cann-diff.lock"
+STAGE_PREFIX = ".cann-diff-stage-"
+# A writer holds the lock only while it renders and moves the report (seconds; a few tens
+# for a large cluster's charts), never while it reads the profiles. Much longer than that
+# is a stuck writer, and a CI job should fail rather than hang.
+LOCK_WAIT_S = 120.0
+LOCK_POLL_S = 0.1
+# Moved last, in this order: once report.md is the new one, every file it links is too.
+COMMIT_LAST = ("report.json", "report.md")
 
 
 def check_output_dir(out_dir: Path, inputs: list[Path], create: bool = True) -> Path:
@@ -73,3 +100,128 @@ def _umask() -> int:
 def write_text_atomic(path: Path, text: str) -> Path:
     """Write UTF-8 text atomically."""
     return write_atomic(path, lambda temp: temp.write_text(text, encoding="utf-8"))
+
+
+@contextmanager
+def staged_report(out_dir: Path, wait_s: float | None = None,
+                  on_wait: Callable[[], None] | None = None) -> Iterator[Path]:
+    """Lock ``out_dir``, yield an empty stage directory, then move its files into ``out_dir``.
+
+    Write every file of the report into the yielded directory. When the block ends
+    normally, each file replaces its namesake in ``out_dir`` (``os.replace``; other files
+    there stay); when it raises (an error, Ctrl-C, SIGTERM), the stage is removed and
+    ``out_dir`` is left as it was. A second writer waits for the lock up to ``wait_s``
+    seconds (default ``LOCK_WAIT_S``), calling ``on_wait()`` once, then fails with
+    OutputError. The stage lies inside ``out_dir`` (hidden): on its filesystem, so the
+    moves are renames, and writable whenever ``out_dir`` is, even if its parent is not.
+    """
+    out = Path(out_dir)
+    with _locked(out, LOCK_WAIT_S if wait_s is None else wait_s, on_wait) as held:
+        if held:  # else a stage there may be a live writer's
+            _remove_stale_stages(out)
+        try:
+            stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=out))
+        except OSError as exc:
+            raise OutputError(out, f"cannot write: {exc.strerror or exc}") from None
+        try:
+            yield stage
+            with _signals_held():  # a Ctrl-C now would leave half the files moved
+                _commit(stage, out)
+        finally:
+            with _signals_held():  # nor may a second Ctrl-C cut the clean-up short
+                shutil.rmtree(stage, ignore_errors=True)
+
+
+@contextmanager
+def _locked(out: Path, wait_s: float, on_wait: Callable[[], None] | None) -> Iterator[bool]:
+    """Hold an exclusive flock on the directory ``out`` itself; yield whether it is held.
+
+    Locking the directory (as ``flock(1) DIR`` does) leaves no lock file among the user's
+    files, and a reader may take a shared lock the same way to see one whole report. Where
+    the filesystem cannot lock a directory (NFS emulates flock with byte-range locks, which
+    need a file open for writing) a hidden ``.cann-diff.lock`` beside the report is locked.
+    """
+    if fcntl is None:  # not POSIX: no lock, the staged move alone keeps each file whole
+        yield False
+        return
+    try:
+        handles = [os.open(out, os.O_RDONLY | os.O_DIRECTORY)]
+    except OSError as exc:
+        raise OutputError(out, f"cannot write: {exc.strerror or exc}") from None
+    try:
+        held = _acquire(handles[0], out, wait_s, on_wait)
+        if not held:
+            handles.append(_open_lock_file(out))
+            held = _acquire(handles[1], out, wait_s, on_wait)
+        yield held
+    finally:
+        for handle in handles:
+            os.close(handle)  # releases the lock
+
+
+def _open_lock_file(out: Path) -> int:
+    lock_path = out / LOCK_NAME
+    try:
+        return os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        try:  # another user's lock file: flock needs no write access
+            return os.open(lock_path, os.O_RDONLY)
+        except OSError:
+            raise OutputError(out, f"cannot write: {exc.strerror or exc}") from None
+
+
+def _acquire(handle: int, out: Path, wait_s: float,
+             on_wait: Callable[[], None] | None) -> bool:
+    """Lock ``handle`` exclusively, waiting up to ``wait_s``; False if it cannot be locked."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return False  # ENOLCK, EBADF, EOPNOTSUPP: this filesystem cannot lock it
+        if time.monotonic() >= deadline:
+            raise OutputError(out, f"another cann-diff has been writing a report here for "
+                                   f"{wait_s:g} s; wait for it to finish or choose another "
+                                   f"directory with -o")
+        if on_wait is not None:
+            on_wait()
+            on_wait = None
+        time.sleep(LOCK_POLL_S)
+
+
+def _remove_stale_stages(out: Path) -> None:
+    """Remove stages of writers killed outright (SIGKILL): we hold the lock, none is live."""
+    for stale in out.glob(f"{STAGE_PREFIX}*"):
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _commit(stage: Path, out: Path) -> None:
+    """Move every file of ``stage`` onto its namesake in ``out``, report.md last."""
+    names = sorted(p.name for p in stage.iterdir() if p.is_file())
+    names = [n for n in names if n not in COMMIT_LAST] + [n for n in COMMIT_LAST if n in names]
+    for name in names:  # check all before moving any, so a refusal changes nothing
+        if (out / name).is_dir():
+            raise OutputError(out / name, "is a directory; cannot write the report there")
+    for name in names:
+        try:
+            os.replace(stage / name, out / name)
+        except OSError as exc:
+            raise OutputError(out / name, f"cannot write: {exc.strerror or exc}") from None
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Defer SIGINT and SIGTERM over a short critical section (main thread, POSIX only)."""
+    if not hasattr(signal, "pthread_sigmask") or \
+            threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
