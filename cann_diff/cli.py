@@ -131,11 +131,13 @@ def _show_version(ctx: click.Context, _param, value: bool) -> None:
 
 @click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("base", type=click.Path(path_type=Path))
-@click.argument("new", type=click.Path(path_type=Path))
+@click.argument("new", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path),
               help="Output directory [default: reports/<base-label>_vs_<new-label>/].")
 @click.option("--base-label", help="Name of the base run in the report [default: dir name].")
-@click.option("--new-label", help="Name of the new run in the report [default: dir name].")
+@click.option("--new-label", help="Name of the new run (one NEW) [default: dir name].")
+@click.option("--labels", "labels_spec", metavar="A,B,..",
+              help="Names of BASE and every NEW, in order, comma-separated.")
 @click.option("--top", "top_n", type=click.IntRange(1), default=15, show_default=True,
               help="Rows in the top regressions/improvements tables.")
 @click.option("--steps", "steps_spec", help="Steps to compare, e.g. 5-7,9 or 3- (skip warm-up).")
@@ -158,11 +160,13 @@ def _show_version(ctx: click.Context, _param, value: bool) -> None:
               help="No progress or warnings on stderr (progress shows only on a terminal).")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_show_version, help="Show the version and exit.")
-def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, threshold,
-         fail_pct, fusion_map, alias_map, jobs, scheduler, no_charts, quiet):
-    """Compare two Ascend NPU profiles: BASE (current stack) and NEW (candidate).
+def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_spec, alpha,
+         threshold, fail_pct, fusion_map, alias_map, jobs, scheduler, no_charts, quiet):
+    """Compare Ascend NPU profiles: BASE (current stack) and NEW (one or more candidates).
 
-    Writes a Markdown + PNG + JSON report of what changed and why. BASE and NEW are
+    Writes a Markdown + PNG + JSON report of what changed and why. With several NEW,
+    each candidate's full report goes to OUT/<base>_vs_<candidate>/ and OUT holds a
+    summary with one column per candidate. BASE and NEW are
     each a profile as the profiler wrote it: a *_ascend_pt or *_ascend_ms directory
     (text or db export), a directory of them (one per rank), an ASCEND_PROFILER_OUTPUT
     directory, an msprof PROF_* directory, a trace_view.json or GPU Kineto trace
@@ -177,7 +181,7 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
       130  interrupted by SIGINT (Ctrl-C): no partial report or temp file left
       143  terminated by SIGTERM: no partial report or temp file left
     """  # noqa: D301 (click's \b: a paragraph it must not rewrap)
-    from .pipeline import Options, diff  # here, not at the top: --help stays fast
+    from .pipeline import Options, diff_candidates  # here, not at the top: --help stays fast
 
     started = time.monotonic()
 
@@ -205,19 +209,26 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
         if not quiet:
             click.echo(f"cann-diff: waiting for another cann-diff writing to {out}", err=True)
 
-    options = Options(base_label=base_label, new_label=new_label,
+    news = list(new)
+    labels = _labels(labels_spec, base_label, new_label, len(news))
+    options = Options(base_label=labels[0], new_label=labels[1] if len(news) == 1 else None,
                       steps=parse_steps(steps_spec) if steps_spec else None,
                       settings=Settings(alpha=alpha,
                                         threshold_pct=_percent(threshold, "--threshold")),
                       top_n=top_n, fusion_map=fusion_map, alias_map=alias_map, jobs=jobs,
                       scheduler=scheduler)
     gate = _percent(fail_pct, "--fail-on-regression") if fail_pct is not None else None
+    inputs = [base, *news]
     if out_dir is not None:  # fail early, but create nothing before the inputs read
-        check_output_dir(out_dir, [base, new], create=False)
-    result = diff(base, new, options, progress, rank_progress)
-    labels = f"{safe_name(result.report.base.label)}_vs_" \
-             f"{safe_name(result.report.new.label)}"
-    out = check_output_dir(out_dir or Path("reports") / labels, [base, new])
+        check_output_dir(out_dir, inputs, create=False)
+    results = diff_candidates(base, news, options, labels, progress, rank_progress)
+    reports = [r.report for r in results]
+    names = [f"{safe_name(r.base.label)}_vs_{safe_name(r.new.label)}" for r in reports]
+    default = names[0] if len(reports) == 1 else \
+        f"{safe_name(reports[0].base.label)}_vs_" + "_".join(safe_name(r.new.label)
+                                                             for r in reports)
+    out = check_output_dir(out_dir or Path("reports") / default, inputs)
+    failed = [gate is not None and _gate_fails(r, gate) for r in results]
     # The whole report is written into a stage and moved into place under a lock: a
     # reader never sees report.md of one run beside a chart of another.
     with staged_report(out, on_wait=lambda: waiting(out)) as stage:
@@ -226,21 +237,89 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
         if replaced and not quiet:
             click.echo(f"cann-diff: replacing {', '.join(replaced)} in {out}", err=True)
         progress(f"writing report to {out}")
-        _write_report(result, stage, not no_charts)
+        if len(results) == 1:
+            _write_report(results[0], stage, not no_charts)
+        else:
+            _write_candidates(results, names, failed if gate is not None else None, gate,
+                              stage, not no_charts)
     if not quiet:
-        report = result.report
-        memory = list(report.memory.warnings) if report.memory is not None else []
-        said = set()
-        for warning in ([f"base: {w}" for w in report.base.warnings]
-                        + [f"new: {w}" for w in report.new.warnings]
-                        + list(report.warnings) + memory):
-            if warning not in said:  # one line per distinct warning, not one per rank
-                said.add(warning)
-                click.echo(f"cann-diff: warning: {warning}", err=True)
-    click.echo(_summary(result.report, out_dir or out))
-    step = result.comparison.step
-    if gate is not None and step.significant is not False and step.delta_pct >= gate:
-        click.echo(f"cann-diff: gate failed: step time {fmt.pct(step.delta_pct)} "
-                   f"≥ {gate:g}%", err=True)
+        _warn(reports)
+    if len(results) == 1:
+        click.echo(_summary(reports[0], out_dir or out))
+    else:
+        click.echo(_candidates_summary(results, names, out_dir or out))
+    slow = [r.report.new.label for r, f in zip(results, failed) if f]
+    if slow:
+        click.echo(f"cann-diff: gate failed: step time regressed by ≥ {gate:g}% in "
+                   + ", ".join(f"{r.report.new.label} ({fmt.pct(r.report.step.delta_pct)})"
+                               for r, f in zip(results, failed) if f), err=True)
         sys.exit(EXIT_REGRESSION)
     sys.exit(EXIT_OK)
+
+
+def _labels(spec: str | None, base_label: str | None, new_label: str | None,
+            candidates: int) -> list[str | None]:
+    """Labels of BASE and every NEW (None: the default), from --labels or --*-label."""
+    if spec is not None:
+        if base_label or new_label:
+            raise UsageError("--labels", "give either --labels or --base-label/--new-label")
+        labels = [part.strip() for part in spec.split(",")]
+        if len(labels) != candidates + 1 or not all(labels):
+            raise UsageError("--labels", f"needs {candidates + 1} non-empty names (BASE and "
+                                         f"each NEW), got {spec!r}")
+        if len(set(labels)) != len(labels):
+            raise UsageError("--labels", f"names must differ, got {spec!r}")
+        return labels
+    if new_label and candidates > 1:
+        raise UsageError("--new-label", "names one NEW; with several use --labels")
+    return [base_label, *([new_label] if candidates == 1 else [None] * candidates)]
+
+
+def _gate_fails(result, gate: float) -> bool:
+    """The step gate: a significant (or untestable) step regression of at least ``gate`` %."""
+    step = result.comparison.step
+    return bool(step.significant is not False and step.delta_pct >= gate)
+
+
+def _warn(reports) -> None:
+    """Every distinct warning once on stderr (not once per rank or per candidate)."""
+    said = set()
+    for report in reports:
+        memory = list(report.memory.warnings) if report.memory is not None else []
+        for warning in ([f"base: {w}" for w in report.base.warnings]
+                        + [f"{report.new.label}: {w}" if len(reports) > 1 else f"new: {w}"
+                           for w in report.new.warnings]
+                        + list(report.warnings) + memory):
+            if warning not in said:
+                said.add(warning)
+                click.echo(f"cann-diff: warning: {warning}", err=True)
+
+
+def _write_candidates(results, names: list[str], failed: list[bool] | None,
+                      gate: float | None, stage: Path, charts: bool) -> None:
+    """Each pairwise report in its own directory, the summary beside them."""
+    from .render.summary import write_summary
+    from .summary import build_summary
+
+    for result, name in zip(results, names):
+        (stage / name).mkdir()
+        _write_report(result, stage / name, charts)
+    summary = build_summary([r.report for r in results], names,
+                            failed or [None] * len(results), gate)
+    write_summary(summary, stage, charts)
+
+
+def _candidates_summary(results, names: list[str], out_dir: Path) -> str:
+    from .summary import build_summary
+
+    summary = build_summary([r.report for r in results], names, [None] * len(results))
+    lines = [summary.verdict, ""]
+    for candidate in summary.candidates:
+        s = candidate.step
+        lines.append(f"{candidate.label}: step {fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms "
+                     f"({fmt.pct(s.delta_pct)}, {s.status}"
+                     f"{', ' + fmt.p_phrase(s.p_value) if s.p_value is not None else ''})")
+        for finding in candidate.findings[:3]:
+            lines.append(f"  [{finding.severity}] {finding.id}: {finding.title}")
+    lines += ["", f"report: {out_dir / 'report.md'}"]
+    return "\n".join(lines)

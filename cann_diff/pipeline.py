@@ -12,6 +12,7 @@ from .findings import SEVERITY_ORDER, Analysis, Finding, analyse
 from .match import match
 from .read import StepRanges, load_run
 from .report import Report, build_report
+from .schema import Run
 from .settings import Settings
 
 
@@ -69,28 +70,22 @@ def _with_memory_finding(analysis: Analysis, memory: MemoryComparison | None) ->
     return Analysis(analysis.fusion, tuple(findings), analysis.fusion_keys)
 
 
-def diff(base_path: str | Path, new_path: str | Path, options: Options = Options(),
-         progress=lambda message: None,
-         rank_progress=lambda side, done, total: None) -> Result:
-    """Read both profiles and compare them.
+def read_side(path: str | Path, label: str | None, side: str, options: Options,
+              progress=lambda message: None,
+              rank_progress=lambda side, done, total: None) -> Run:
+    """Read one input as the comparison needs it (summaries only, the chosen steps)."""
+    progress(f"reading {side}: {path}")
+    run = load_run(path, label, fusion_map=options.fusion_map, alias_map=options.alias_map,
+                   jobs=options.jobs, scheduler=options.scheduler, keep_rows=False,
+                   steps=options.steps,
+                   progress=lambda done, total: rank_progress(side, done, total))
+    progress(f"  {run.summary.kernels:,} kernels, ranks {_ranks_text(run.meta.ranks)}")
+    return run
 
-    ``progress`` receives short status messages, ``rank_progress(side, done, total)``
-    is called as ranks are read.
-    """
-    runs = []
-    for side, path, label in (("base", base_path, options.base_label),
-                              ("new", new_path, options.new_label)):
-        progress(f"reading {side}: {path}")
-        run = load_run(path, label, fusion_map=options.fusion_map, alias_map=options.alias_map,
-                       jobs=options.jobs, scheduler=options.scheduler, keep_rows=False,
-                       steps=options.steps,
-                       progress=lambda done, total, side=side: rank_progress(side, done, total))
-        runs.append(run)
-        progress(f"  {run.summary.kernels:,} kernels, ranks {_ranks_text(run.meta.ranks)}")
-    base, new = runs
-    if base.label == new.label and not (options.base_label or options.new_label):
-        base, new = (replace(run, label=_longer_label(Path(path), run.label, side))
-                     for run, path, side in ((base, base_path, "base"), (new, new_path, "new")))
+
+def compare_runs(base: Run, new: Run, base_path: str | Path, new_path: str | Path,
+                 options: Options = Options(), progress=lambda message: None) -> Result:
+    """Compare two runs already read: match, compare, memory, findings, report."""
     progress("matching and comparing")
     comparison = compare(base, new, match(base.summary.ops, new.summary.ops), options.settings)
     progress("reading memory records")
@@ -110,3 +105,54 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
     analysis = _with_memory_finding(analyse(comparison, options.fusion_map), memory)
     report = build_report(comparison, analysis, options.top_n, memory)
     return Result(comparison, analysis, report, memory)
+
+
+def distinct_labels(runs: list[Run], paths: list[str | Path]) -> list[Run]:
+    """Runs whose default labels collide, told apart by their parent directories."""
+    labels = [run.label for run in runs]
+    if len(set(labels)) == len(labels):
+        return runs
+    return [replace(run, label=_longer_label(Path(path), run.label, f"run{i}"))
+            if labels.count(run.label) > 1 else run
+            for i, (run, path) in enumerate(zip(runs, paths))]
+
+
+def diff(base_path: str | Path, new_path: str | Path, options: Options = Options(),
+         progress=lambda message: None,
+         rank_progress=lambda side, done, total: None) -> Result:
+    """Read both profiles and compare them.
+
+    ``progress`` receives short status messages, ``rank_progress(side, done, total)``
+    is called as ranks are read.
+    """
+    base = read_side(base_path, options.base_label, "base", options, progress, rank_progress)
+    new = read_side(new_path, options.new_label, "new", options, progress, rank_progress)
+    if base.label == new.label and not (options.base_label or options.new_label):
+        base, new = (replace(run, label=_longer_label(Path(path), run.label, side))
+                     for run, path, side in ((base, base_path, "base"), (new, new_path, "new")))
+    return compare_runs(base, new, base_path, new_path, options, progress)
+
+
+def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
+                    options: Options = Options(), labels: list[str | None] | None = None,
+                    progress=lambda message: None,
+                    rank_progress=lambda side, done, total: None) -> list[Result]:
+    """One baseline against several candidates: the base is read once, candidates in parallel.
+
+    ``labels`` names the base and then each candidate (None: the default label). Returns
+    one Result per candidate, in order.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    labels = list(labels or [None] * (len(new_paths) + 1))
+    base = read_side(base_path, labels[0], "base", options, progress, rank_progress)
+    with ThreadPoolExecutor(max_workers=max(1, min(len(new_paths), options.jobs))) as pool:
+        news = list(pool.map(lambda item: read_side(item[1], item[0], f"new {item[2]}", options,
+                                                    progress, rank_progress),
+                             zip(labels[1:], new_paths, range(1, len(new_paths) + 1))))
+    runs = [base, *news]
+    if not any(labels):
+        runs = distinct_labels(runs, [base_path, *new_paths])
+    base, news = runs[0], runs[1:]
+    return [compare_runs(base, new, base_path, path, options, progress)
+            for new, path in zip(news, new_paths)]

@@ -199,12 +199,28 @@ def _remove_stale_stages(out: Path) -> None:
 
 
 def _commit(stage: Path, out: Path) -> None:
-    """Move every file of ``stage`` onto its namesake in ``out``, report.md last."""
-    names = sorted(p.name for p in stage.iterdir() if p.is_file())
+    """Move every file of ``stage`` onto its namesake in ``out``, report.md last.
+
+    Subdirectories (the pairwise reports of several candidates) are committed first, the
+    same way, so that the summary's report.md appears only once everything it links is in
+    place.
+    """
+    entries = sorted(stage.iterdir())
+    folders = [p.name for p in entries if p.is_dir()]
+    names = [p.name for p in entries if p.is_file()]
     names = [n for n in names if n not in COMMIT_LAST] + [n for n in COMMIT_LAST if n in names]
     for name in names:  # check all before moving any, so a refusal changes nothing
         if (out / name).is_dir():
             raise OutputError(out / name, "is a directory; cannot write the report there")
+    for name in folders:
+        if (out / name).exists() and not (out / name).is_dir():
+            raise OutputError(out / name, "exists and is not a directory")
+    for name in folders:
+        try:
+            (out / name).mkdir(exist_ok=True)
+        except OSError as exc:
+            raise OutputError(out / name, f"cannot write: {exc.strerror or exc}") from None
+        _commit(stage / name, out / name)
     for name in names:
         try:
             os.replace(stage / name, out / name)
