@@ -17,13 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from conftest import REALDATA, needs_realdata
+from conftest import DATA, REALDATA, needs_realdata
 from profiles import Comm, Kernel, aclnn, scaled, write_profile
 from test_statistics import STEP
 
 from cann_diff.cli import main
 from cann_diff.compare.stats import compare_samples, compare_steps, robust_z
 from cann_diff.findings.base import FINDING_IDS
+from cann_diff.findings.comm_hides_compute import growth_kind
 from cann_diff.pipeline import Options, diff
 from cann_diff.settings import Settings
 
@@ -499,6 +500,49 @@ def test_transfer_growth_with_more_operations(tmp_path):
     assert hidden.data["growth_kind"] == "transfer"
     assert "mainly transfer (+0.24 ms per step;" in hidden.detail
     assert "from more operations (+4 per step)" in hidden.detail
+
+
+def allreduce_parts(comm_files) -> dict[str, float]:
+    """Elapse, transit, wait and idle of AllReduce per (rank, step), µs, straight from the
+    communication.json files (2023 files carry a "Total Op Info" entry: skipped)."""
+    sums, units = {"elapse": 0.0, "transit": 0.0, "wait": 0.0}, 0
+    for path in comm_files:
+        for groups in json.loads(Path(path).read_text()).values():
+            units += 1
+            for kind in ("collective", "p2p"):
+                for name, op in groups.get(kind, {}).items():
+                    if "allreduce" in name.lower() and "Total Op Info" not in name:
+                        info = op["Communication Time Info"]
+                        for part, key in (("elapse", "Elapse"), ("transit", "Transit"),
+                                          ("wait", "Wait")):
+                            sums[part] += info[f"{key} Time(ms)"] * 1000
+    out = {part: value / units for part, value in sums.items()}
+    out["idle"] = out["elapse"] - out["transit"] - out["wait"]
+    return out
+
+
+def test_real_pair_idle_growth_is_called_idle(tmp_path):
+    # MI-2023 (2 ranks) vs MI-2025 Level1 rank 0, both copied under tests/data: AllReduce
+    # transit fell (5.40 → 3.68 ms per step), wait fell (110.14 → 5.94) and idle grew
+    # (2.99 → 96.37): the growth is idle time between tasks, not "transfer".
+    mi = DATA / "realdata/Ascend__msinsight"
+    base = tmp_path / "mi2023"
+    base.mkdir()
+    for rank in (0, 1):
+        (base / f"test_rank_{rank}").symlink_to(mi / f"server/src/test/test_data/test_rank_{rank}")
+    new = mi / "test/data/pytorch/text/level1/rank0_ascend_pt"
+    want_base = allreduce_parts(base.glob("*/ASCEND_PROFILER_OUTPUT/communication.json"))
+    want_new = allreduce_parts(new.glob("ASCEND_PROFILER_OUTPUT/communication.json"))
+    assert want_base["idle"] == pytest.approx(2994.4, abs=0.1)
+    assert want_new["idle"] == pytest.approx(96367.9, abs=0.1)
+    kind, sentence, data = growth_kind(diff(base, new).comparison)
+    assert kind == "idle"
+    for part in ("transit", "wait", "idle"):
+        assert data["parts"][part]["base"] == pytest.approx(want_base[part])
+        assert data["parts"][part]["new"] == pytest.approx(want_new[part])
+    assert sentence.startswith(f"idle between tasks "
+                               f"(+{(want_new['idle'] - want_base['idle']) / 1000:,.2f} ms")
+    assert "transfer 5.40 ms → 3.68 ms" in sentence and "from more operations" in sentence
 
 
 # ================================================================ headline: Free growth
