@@ -60,14 +60,16 @@ def _paired_compute_keys(ops: pd.DataFrame, fused_keys: pd.DataFrame, family: st
     return (paired, "shapes") if len(paired) else (candidates, "counts")
 
 
-def _claim(candidates: pd.DataFrame, gain_side: str, other_side: str,
-           wanted: float) -> dict[int, float]:
+def _claim(candidates: pd.DataFrame, gain_side: str, other_side: str, wanted: float,
+           taken: dict[int, float]) -> dict[int, float]:
     """Instances per step claimed from the keys that gained most, up to ``wanted`` in all.
 
-    A key gives at most its own gain (``gain_side`` count − ``other_side`` count): the
-    instances it had anyway are not the fused op's replacement.
+    A key gives at most its own gain (``gain_side`` count − ``other_side`` count) less
+    what earlier groups took from it (``taken``): the instances it had anyway are not the
+    fused op's replacement, and two fused types splitting into the same MatMul share it.
     """
-    gain = (candidates[f"{gain_side}_count"] - candidates[f"{other_side}_count"]).clip(lower=0)
+    gain = (candidates[f"{gain_side}_count"] - candidates[f"{other_side}_count"]
+            - candidates["key_id"].map(taken).fillna(0.0)).clip(lower=0)
     order = gain.sort_values(ascending=False, kind="stable")
     before = order.cumsum() - order
     taken = np.minimum(order, (wanted - before).clip(lower=0))
@@ -76,7 +78,7 @@ def _claim(candidates: pd.DataFrame, gain_side: str, other_side: str,
 
 
 def _comm_part(spec: FusedOp, cmp: Comparison, split_side: str, fused_side: str,
-               lost: float):
+               lost: float, taken_before: dict[int, float]):
     """Comm ops of the group per type, their time and exposed time, and their claims."""
     ops = cmp.operators
     comm = cmp.comm_types.set_index("comm_type")
@@ -97,11 +99,13 @@ def _comm_part(spec: FusedOp, cmp: Comparison, split_side: str, fused_side: str,
         counts[comm_type] = taken
         times, exposed = times + taken * per_op, exposed + taken * per_op_exposed
         is_type = (ops["family"] == comm_type) & (ops["category"] == "communication")
-        claims.update(_claim(ops[is_type], split_side, fused_side, taken))
+        claims.update(_claim(ops[is_type], split_side, fused_side, taken, taken_before))
     return counts, times, exposed, claims
 
 
-def _detect_one(spec: FusedOp, cmp: Comparison) -> FusionGroup | None:
+def _detect_one(spec: FusedOp, cmp: Comparison,
+                taken: tuple[dict[int, float], dict[int, float]]) -> FusionGroup | None:
+    """The group of one fused type, or None; ``taken``: (base, new) claims made before."""
     ops = cmp.operators
     family_rows = ops[ops["family"] == spec.fused_type]
     main = family_rows[family_rows["op_type"] == spec.fused_type]
@@ -113,7 +117,8 @@ def _detect_one(spec: FusedOp, cmp: Comparison) -> FusionGroup | None:
     direction = "split" if fused_base > fused_new else "fused"
     split_side, fused_side = ("new", "base") if direction == "split" else ("base", "new")
     lost = abs(fused_base - fused_new)
-    comm_part = _comm_part(spec, cmp, split_side, fused_side, lost)
+    taken_before = taken[0] if split_side == "base" else taken[1]
+    comm_part = _comm_part(spec, cmp, split_side, fused_side, lost, taken_before)
     if comm_part is None:
         return None
     counts, times, exposed, split_claims = comm_part
@@ -123,7 +128,7 @@ def _detect_one(spec: FusedOp, cmp: Comparison) -> FusionGroup | None:
         gained = paired[f"{split_side}_count"].sum() - paired[f"{fused_side}_count"].sum()
         if gained < cmp.settings.fusion_min_share * lost:
             return None
-        claims = _claim(paired, split_side, fused_side, min(gained, lost))
+        claims = _claim(paired, split_side, fused_side, min(gained, lost), taken_before)
         mean = paired.set_index("key_id")[f"{split_side}_mean_us"]
         counts[family] = sum(claims.values())
         times += sum(n * float(mean[k]) for k, n in claims.items())
@@ -160,7 +165,7 @@ def detect_fusion(cmp: Comparison, fusion_map: Path | None = None):
     """
     groups, owner = [], {}
     for spec in fusion_table(fusion_map).values():
-        group = _detect_one(spec, cmp)
+        group = _detect_one(spec, cmp, claimed_instances(groups))
         if group:
             groups.append(group)
             for key in (*group.base_claims, *group.new_claims):
