@@ -3,6 +3,12 @@
 All totals are per step and per rank (``_us`` per step, averaged over the compared
 steps and, for several ranks, over ranks), so runs of different lengths compare.
 ``*_instances`` columns hold raw counts over the whole run.
+
+``Comparison.warnings`` are ``Note``s with a stable code: ``shapes-differ`` (first when
+present: same-shape keys hold under ``same_shape_share`` of a side's kernel time),
+``steps-differ``, ``steps-screened`` (warm-up/outlier steps left out of the step
+comparison, named with their times), ``one-step``, ``few-steps``, ``sampled``,
+``ranks-differ``, ``step-source-differs``.
 """
 
 
