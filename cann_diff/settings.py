@@ -21,6 +21,24 @@ class Settings:
     # Smallest step-time change called regressed/improved: the step sums everything, and
     # 2 % is what an upgrade ticket cares about.
     step_threshold_pct: float = 2.0
+    # With one step per side nothing measures the noise, so the step needs this much: the
+    # same run profiled at Level1 and Level2 differs by 4.9 % in its one step (MI data).
+    one_step_threshold_pct: float = 5.0
+    # ``--fail-on-regression PCT``: the step gate; None when not asked for. A failing gate
+    # makes the step ``regressed`` (status and gate are one decision).
+    fail_on_regression_pct: float | None = None
+    # Leave warm-up and outlier steps out of the step comparison (False when the user
+    # chose the steps with ``--steps``).
+    screen_steps: bool = True
+    # Robust z (|step − median| / (1.4826·MAD)) beyond which a step is screened out: the
+    # Iglewicz-Hoaglin cut-off, as for ranks.
+    step_outlier_z: float = 3.5
+    # Floor of the step spread (percent of the median step), so that near-identical steps
+    # do not screen out a step for 1 % of jitter.
+    step_floor_pct: float = 1.0
+    # Steps per side needed before one can be screened: with two, the median cannot tell
+    # which is the odd one.
+    min_screen_steps: int = 3
     # Confidence level of the ratio intervals.
     confidence: float = 0.95
     # Pairs per side behind a Hodges-Lehmann interval: 300² differences bound its cost.
@@ -30,6 +48,12 @@ class Settings:
     min_ci_instances: int = 5
     # Steps per side below which Welch's t-test leans on normal step times (a note says so).
     few_steps: int = 4
+    # Share of either side's kernel time that same-shape keys must hold for per-operator
+    # verdicts to describe the run; below it a ``shapes-differ`` note says they do not.
+    same_shape_share: float = 0.5
+    # Share of the step change that Free or Bubble growth must reach to be named in the
+    # headline: below a third it is a detail of the breakdown table.
+    headline_part_share: float = 1 / 3
     # An MC2 split must gain at least this share of the fused ops it lost in each split op.
     fusion_min_share: float = 0.5
     # Share of the compute gain communication must eat for the gain to count as "hidden".

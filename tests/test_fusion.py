@@ -410,3 +410,31 @@ def test_library_fusion_map_option(tmp_path):
     report = diff(base.path, new.path, Options(fusion_map=fusion_map)).report.to_dict()
     assert [g["fused_type"] for g in report["fusion"]] == ["MatmulAllToAll"]
     assert report["fusion"][0]["paired_by"] == "shapes"
+
+
+def test_two_fused_types_share_the_split_matmuls_without_double_claims(tmp_path):
+    # Base per step: 2 MatmulAllReduce + 2 MatmulAllReduceAddRmsNorm, both on x1;x2 = X.
+    # New per step: 3 MatMulV3 (X) and 4 AllReduce. The first group takes 2 of the 3
+    # MatMuls it lost, the second only the 1 left: 3 claimed in all, never 4 (a key gives
+    # no more than its count gain), so no negative remainder reaches the compute split.
+    norm_fused = "aclnnMatmulAllReduceAddRmsNorm_MatmulAllReduceAddRmsNorm_" \
+        "MatmulAllReduceAddRmsNorm"
+    base = write_profile(tmp_path, "base", [
+        Kernel(FUSED_NAME, "MatmulAllReduce", "MIX_AIC", 700.0, FUSED_SHAPES),
+        Kernel(norm_fused, "MatmulAllReduceAddRmsNorm", "MIX_AIC", 750.0,
+               FUSED_SHAPES + ";4096,4096")] * 2)
+    new = write_profile(tmp_path, "new", [aclnn("MatMulV3", 600.0, X), Comm("allReduce", 300.0),
+                                          aclnn("MatMulV3", 600.0, X), Comm("allReduce", 300.0),
+                                          Comm("allReduce", 300.0), aclnn("MatMulV3", 600.0, X),
+                                          Comm("allReduce", 300.0)])
+    result = diff(base.path, new.path)
+    groups = {g.fused_type: g for g in result.analysis.fusion}
+    assert set(groups) == {"MatmulAllReduce", "MatmulAllReduceAddRmsNorm"}
+    matmul = next(o for o in result.report.to_dict()["operators"] if o["op_type"] == "MatMulV3")
+    key = matmul["key_id"]
+    assert groups["MatmulAllReduce"].new_claims[key] == pytest.approx(2.0)
+    assert groups["MatmulAllReduceAddRmsNorm"].new_claims[key] == pytest.approx(1.0)
+    assert result.analysis.fusion_claims[1][key] == pytest.approx(3.0)
+    # Every MatMul of new is a split op: like-for-like has nothing left to compare.
+    assert result.analysis.compute.like_for_like_us == pytest.approx(0.0)
+    assert result.analysis.compute.added_us == pytest.approx(0.0)

@@ -22,15 +22,15 @@ from scipy import stats as sps
 
 from cann_diff import format as fmt
 from cann_diff.cli import main
-from cann_diff.pipeline import Options, diff
 from cann_diff.compare.stats import (
-    Settings,
     adjust_bh,
     compare_samples,
     compare_steps,
     ratio_interval,
     status_of,
 )
+from cann_diff.pipeline import Options, diff
+from cann_diff.settings import Settings
 
 NOISE = 0.025
 STEPS5 = (1, 2, 3, 4, 5)
@@ -137,24 +137,31 @@ def test_compare_steps_one_step_has_no_test(base, new):
     assert (test.p_value, test.ci_low, test.ci_high) == (None, None, None)
 
 
-def test_compare_steps_welch_3_vs_3_by_hand():
-    # base 10 11 12 (mean 11, s² 1), new 13 14 15 (mean 14, s² 1).
-    # SE = √(1/3 + 1/3) = 0.8165; t = 3 / 0.8165 = 3.674;
-    # Welch df = (2/3)² / ((1/3)²/2 + (1/3)²/2) = 4; p = 2·P(T₄ > 3.674) ≈ 0.0213.
-    t = 3 / math.sqrt(2 / 3)
-    p = 2 * sps.t.sf(t, 4)
-    assert p == pytest.approx(0.02131, abs=5e-5)
+def test_compare_steps_welch_on_logs_3_vs_3_by_hand():
+    # Welch's t-test on log step times (the rule changed from raw times: a ratio interval
+    # that cannot go negative, log-normal step noise). base 10 11 12, new 13 14 15:
+    # log means mb = (ln 10 + ln 11 + ln 12)/3 = 2.39513, mn = (ln 13 + ln 14 + ln 15)/3
+    # = 2.63735; sample variances of the logs 0.0083160 and 0.0051216; SE² = (vb + vn)/3
+    # = 0.0044792, t = 0.24222 / 0.066927 = 3.6192; Welch df = SE⁴ / ((vb/3)²/2 +
+    # (vn/3)²/2) = 3.7860; p = 2·P(T_df > t) ≈ 0.0246.
+    lb = [math.log(v) for v in (10, 11, 12)]
+    ln = [math.log(v) for v in (13, 14, 15)]
+    mb, mn = sum(lb) / 3, sum(ln) / 3
+    vb = sum((x - mb) ** 2 for x in lb) / 2
+    vn = sum((x - mn) ** 2 for x in ln) / 2
+    se2 = vb / 3 + vn / 3
+    t = (mn - mb) / math.sqrt(se2)
+    df = se2 ** 2 / ((vb / 3) ** 2 / 2 + (vn / 3) ** 2 / 2)
+    assert t == pytest.approx(3.6192, abs=1e-3) and df == pytest.approx(3.7860, abs=1e-3)
+    p = 2 * sps.t.sf(t, df)
+    assert p == pytest.approx(0.0246, abs=5e-4)
     test = compare_steps(np.array([10.0, 11.0, 12.0]), np.array([13.0, 14.0, 15.0]))
     assert test.p_value == pytest.approx(p, rel=1e-6)
-    # Ratio 14/11 = 1.2727; delta method: 1.2727·√((1/3)/14² + (1/3)/11²) = 0.08495;
-    # t(0.975, Welch df = 4) = 2.7764 → 1.2727 ± 0.2359, i.e. [1.0369, 1.5086]: the
-    # interval excludes 1 as the p-value (< 0.05) says it must.
-    ratio = 14 / 11
-    spread = ratio * math.sqrt((1 / 3) / 14 ** 2 + (1 / 3) / 11 ** 2)
-    half = sps.t.ppf(0.975, 4) * spread
-    assert half == pytest.approx(0.2359, abs=1e-3)
-    assert test.ci_low == pytest.approx(ratio - half, rel=1e-6)
-    assert test.ci_high == pytest.approx(ratio + half, rel=1e-6)
+    # The interval of the ratio of geometric means: exp((mn − mb) ± t(0.975, df)·SE)
+    # = exp(0.24222 ± 0.19003) = [1.0536, 1.5407]; it excludes 1 as p < 0.05 says.
+    half = sps.t.ppf(0.975, df) * math.sqrt(se2)
+    assert test.ci_low == pytest.approx(math.exp(mn - mb - half), rel=1e-6)
+    assert test.ci_high == pytest.approx(math.exp(mn - mb + half), rel=1e-6)
     assert test.ci_low > 1.0
 
 
@@ -181,7 +188,7 @@ def test_compare_steps_identical_steps():
     (math.nan, True, "unchanged"),
 ])
 def test_status_rules(delta, significant, want):
-    assert status_of(delta, significant, Settings()) == want
+    assert status_of(delta, significant, Settings().threshold_pct) == want
 
 
 def test_unchanged_is_shown_as_tilde():
@@ -343,9 +350,13 @@ def test_steps_option_selects_steps(tmp_path):
     base = write_profile(tmp_path, "base", STEP, steps=steps, noise=NOISE, seed=11)
     new = write_profile(tmp_path, "new", warm_up_schedule, steps=steps, noise=NOISE, seed=12)
     _, whole, _, _ = cli_report(base.path, new.path, tmp_path / "whole")
-    # With the warm-up: new ≈ (3 + 5)/6 = 1.33× base.
-    assert whole["step"]["delta_pct"] > 20
     assert whole["base"]["steps"] == list(steps)
+    # Rule change: the warm-up step is screened out of the step comparison by default;
+    # over all steps new ≈ (3 + 5)/6 = 1.33× base.
+    step = diff(base.path, new.path).comparison.step
+    assert [(s.side, s.step) for s in step.screened] == [("new", 1)]
+    assert step.all_steps.delta_pct > 20
+    assert abs(step.delta_pct) < 1.0 and step.new_steps == (2, 3, 4, 5, 6)
     _, chosen, _, _ = cli_report(base.path, new.path, tmp_path / "chosen", "--steps", "2-")
     assert chosen["base"]["steps"] == chosen["new"]["steps"] == [2, 3, 4, 5, 6]
     assert len(chosen["step"]["base_samples"]) == len(chosen["step"]["new_samples"]) == 5

@@ -3,6 +3,12 @@
 All totals are per step and per rank (``_us`` per step, averaged over the compared
 steps and, for several ranks, over ranks), so runs of different lengths compare.
 ``*_instances`` columns hold raw counts over the whole run.
+
+``Comparison.warnings`` are ``Note``s with a stable code: ``shapes-differ`` (first when
+present: same-shape keys hold under ``same_shape_share`` of a side's kernel time),
+``steps-differ``, ``steps-screened`` (warm-up/outlier steps left out of the step
+comparison, named with their times), ``one-step``, ``few-steps``, ``sampled``,
+``ranks-differ``, ``step-source-differs``.
 """
 
 
@@ -12,15 +18,24 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from .. import format as fmt
 from ..match import Matched
 from ..schema import Note, Run
 from ..settings import DEFAULT_SETTINGS, Settings
 from .communication import compare_communication, compare_groups
-from .operators import compare_categories, compare_operators, count_units, units_of
+from .operators import (
+    SAME_SHAPE_KINDS,
+    compare_categories,
+    compare_operators,
+    count_units,
+    same_shape_shares,
+    units_of,
+)
 from .ranks import compare_ranks
-from .steps import BREAKDOWN_FIELDS, StepComparison, compare_step
+from .steps import BREAKDOWN_FIELDS, ScreenedStep, StepComparison, StepFigures, compare_step
 
-__all__ = ["BREAKDOWN_FIELDS", "Comparison", "StepComparison", "compare", "units_of"]
+__all__ = ["BREAKDOWN_FIELDS", "SAME_SHAPE_KINDS", "Comparison", "ScreenedStep",
+           "StepComparison", "StepFigures", "compare", "units_of"]
 
 
 @dataclass(frozen=True)
@@ -63,15 +78,10 @@ def compare(base: Run, new: Run, matched: Matched,
         warnings.append(Note("steps-differ", f"the runs cover different steps (base "
                              f"{_fmt_steps(base_steps)}, new {_fmt_steps(new_steps)}); "
                              "figures are per-step averages"))
-    if step.p_value is None:
-        warnings.append(Note("one-step", f"one step per side ({len(step.base_samples)} vs "
-                             f"{len(step.new_samples)}): significance of the step change is "
-                             f"unknown; the {settings.threshold_pct:g}% threshold alone "
-                             "decides"))
-    elif min(len(step.base_samples), len(step.new_samples)) < settings.few_steps:
-        warnings.append(Note("few-steps", f"few steps ({len(step.base_samples)} vs "
-                             f"{len(step.new_samples)}): step significance uses Welch's "
-                             "t-test, which assumes roughly normal step times"))
+    warnings += _step_notes(step, settings)
+    shapes = _shapes_note(operators, settings)
+    if shapes:
+        warnings.insert(0, shapes)
     for run in (base, new):
         if run.summary.sampled:
             share = f"{run.summary.fraction:.1%} of every rank, step and operator, at least " \
@@ -92,6 +102,45 @@ def compare(base: Run, new: Run, matched: Matched,
                       compare_communication(base, new), step, settings, base_units,
                       new_units, base_steps, new_steps, tuple(warnings),
                       compare_ranks(base, new), compare_groups(base, new))
+
+
+def _step_notes(step: StepComparison, settings: Settings) -> list[Note]:
+    """Caveats of the step verdict: steps screened out, one step, few steps."""
+    notes = []
+    if step.screened:
+        named = "; ".join(f"{s.side} step {s.step} ({fmt.ms(s.stage_us)} ms, "
+                          f"{s.stage_us / s.median_us:.1f}× the median {fmt.ms(s.median_us)} ms)"
+                          if s.median_us > 0 else f"{s.side} step {s.step}"
+                          for s in step.screened)
+        every = step.all_steps
+        notes.append(Note("steps-screened", f"warm-up/outlier steps left out of the step "
+                          f"comparison (robust z beyond {settings.step_outlier_z:g} on the "
+                          f"step time): {named}. Over all steps the step changes by "
+                          f"{fmt.pct(every.delta_pct)}; operator tables cover all steps; "
+                          "--steps chooses the steps instead"))
+    if step.p_value is None:
+        notes.append(Note("one-step", f"one step per side ({len(step.base_samples)} vs "
+                          f"{len(step.new_samples)}): significance of the step change is "
+                          f"unknown; the {step.threshold_pct:g}% threshold alone decides"))
+    elif min(len(step.base_samples), len(step.new_samples)) < settings.few_steps:
+        notes.append(Note("few-steps", f"few steps ({len(step.base_samples)} vs "
+                          f"{len(step.new_samples)}): step significance uses Welch's t-test "
+                          "on log step times, which assumes roughly log-normal step times"))
+    return notes
+
+
+def _shapes_note(operators: pd.DataFrame, settings: Settings) -> Note | None:
+    """The ``shapes-differ`` caveat when same-shape keys hold little of the kernel time."""
+    base_share, new_share = same_shape_shares(operators)
+    least = min(base_share, new_share)
+    if not least < settings.same_shape_share:  # NaN (no kernels) says nothing
+        return None
+    return Note("shapes-differ", f"the runs do not execute the same shapes: operator keys "
+                f"with equal input shapes on both sides hold only {base_share:.0%} of base "
+                f"and {new_share:.0%} of new kernel time (batch or sequence length "
+                "changed?). Per-operator verdicts cover those keys only; `reshaped` keys "
+                "(same family, other shapes) are compared by totals and never called slower "
+                "or faster")
 
 
 def _fmt_steps(steps: tuple[int, ...]) -> str:

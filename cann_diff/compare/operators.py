@@ -1,4 +1,4 @@
-"""Per operator key: counts and times per step, significance and status; category totals."""
+"""Per operator key: counts and times per step, effects, significance and status; categories."""
 
 from __future__ import annotations
 
@@ -7,7 +7,12 @@ import pandas as pd
 
 from ..match import Matched
 from ..schema import Run, RunSummary
-from .stats import Settings, adjust_bh, compare_samples, status_of
+from ..settings import Settings
+from .stats import adjust_bh, compare_samples
+
+# Match kinds whose keys have equal input shapes on both sides: judged per instance. The
+# family-only rung ("type-only") pairs different shapes and is never judged so.
+SAME_SHAPE_KINDS = ("exact", "family", "renamed")
 
 
 def units_of(frame: pd.DataFrame) -> pd.Series:
@@ -65,9 +70,88 @@ def _durations_by_key(summary: RunSummary, keys: np.ndarray) -> dict[int, np.nda
     return {int(sorted_keys[s]): chunk for s, chunk in zip(starts, np.split(durations, bounds))}
 
 
+def _test_keys(table: pd.DataFrame, base: RunSummary, new: RunSummary, matched: Matched,
+               settings: Settings) -> pd.DataFrame:
+    """Per key tested (same shapes, both sides): BH-adjusted p, ratio CI, sample sizes."""
+    base_durations = _durations_by_key(base, matched.base_key)
+    new_durations = _durations_by_key(new, matched.new_key)
+    testable = table.index[table["same_shape"] & (table["base_instances"] > 0)
+                           & (table["new_instances"] > 0)]
+    tests = {key: compare_samples(base_durations[key], new_durations[key], settings.confidence,
+                                  settings.max_pairs_per_side, settings.min_ci_instances)
+             for key in testable if key in base_durations and key in new_durations}
+    keys = list(tests)
+    out = pd.DataFrame(index=table.index)
+    raw = pd.Series([np.nan if tests[k].p_value is None else tests[k].p_value for k in keys],
+                    index=keys, dtype=float)
+    out["p_value"] = pd.Series(adjust_bh(raw.to_numpy()), index=keys, dtype=float)
+    out["ci_low"] = pd.Series([tests[k].ci_low for k in keys], index=keys, dtype=float)
+    out["ci_high"] = pd.Series([tests[k].ci_high for k in keys], index=keys, dtype=float)
+    smallest = pd.Series([min(len(base_durations[k]), len(new_durations[k])) for k in keys],
+                         index=keys, dtype=float)
+    out["ci_note"] = None
+    too_few = smallest.index[smallest < settings.min_ci_instances]
+    out.loc[too_few, "ci_note"] = "n too small"
+    return out
+
+
+def _effects(table: pd.DataFrame) -> pd.DataFrame:
+    """Split Δ time per step into a count effect and a per-instance effect (µs per step).
+
+    count effect = Δ instances per step × base mean; per-instance effect = new instances
+    per step × Δ mean; they sum to ``delta_us`` exactly (total = count × mean on each
+    side). A key on one side only is all count effect. The per-instance change the status
+    is judged on is the ratio of medians (what Mann-Whitney tests; one long first-call
+    instance does not move it), in percent.
+    """
+    both = (table["base_instances"] > 0) & (table["new_instances"] > 0)
+    base_mean = table["base_mean_us"].where(both, 0.0).fillna(0.0)
+    new_mean = table["new_mean_us"].where(both, 0.0).fillna(0.0)
+    count = (table["new_count"] - table["base_count"]) * base_mean
+    out = pd.DataFrame(index=table.index)
+    out["count_effect_us"] = count.where(both, table["delta_us"])
+    out["instance_effect_us"] = (table["new_count"] * (new_mean - base_mean)).where(both, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = table["new_median_us"] / table["base_median_us"]
+    out["instance_change_pct"] = ((ratio - 1) * 100).where(both & (table["base_median_us"] > 0))
+    # A count change is structural, not noise, when the per-step count ranges do not overlap
+    # (with one step per side: when the counts differ).
+    out["count_changed"] = both & ((table["new_count_min"] > table["base_count_max"])
+                                   | (table["new_count_max"] < table["base_count_min"]))
+    return out
+
+
+def _statuses(table: pd.DataFrame, settings: Settings) -> tuple[np.ndarray, np.ndarray]:
+    """Status per key (DESIGN.md "Status rules") and the below-threshold flag."""
+    change = table["instance_change_pct"].to_numpy(dtype=float)
+    significant = table["significant"].to_numpy(dtype=bool)
+    big = np.nan_to_num(np.abs(change), nan=0.0) >= settings.threshold_pct
+    kind = table["match_kind"]
+    conditions = [table["base_instances"].to_numpy() == 0, table["new_instances"].to_numpy() == 0,
+                  (kind.notna() & ~kind.isin(SAME_SHAPE_KINDS)).to_numpy(),
+                  table["count_changed"].to_numpy(dtype=bool),
+                  significant & big & (change > 0), significant & big & (change < 0)]
+    # A count change comes before speed: with other instances per step the durations are
+    # another mix (a split MC2 op adds small AllReduces to a large one), so their medians
+    # differ without any instance getting slower. Its per-instance test stays in the
+    # columns (``p_value``, ``instance_change_pct``) for the reader.
+    choices = ["added", "removed", "reshaped", "count-changed", "regressed", "improved"]
+    status = np.select(conditions, choices, default="unchanged")
+    below = significant & ~big & (status == "unchanged")
+    return status, below
+
+
 def compare_operators(base: Run, new: Run, matched: Matched, settings: Settings,
                       base_units: int, new_units: int) -> pd.DataFrame:
-    """Per matched key: counts and times per step, deltas, significance and status."""
+    """Per matched key: counts and times per step, effects, significance and status.
+
+    Columns beyond the per-side figures: ``delta_us``/``delta_pct`` (total time per
+    step), ``count_effect_us`` + ``instance_effect_us`` (= ``delta_us``),
+    ``instance_change_pct`` (ratio of medians − 1), ``count_changed``, ``same_shape``,
+    ``p_value`` (Mann-Whitney, BH-adjusted over the keys tested), ``ci_low``/``ci_high``
+    (None below ``min_ci_instances`` durations a side, ``ci_note`` = ``"n too small"``),
+    ``significant`` (p < alpha, nothing else), ``status`` and ``below_threshold``.
+    """
     if (len(matched.base_key), len(matched.new_key)) != (len(base.summary.ops),
                                                          len(new.summary.ops)):
         raise ValueError("match() was given other rows than the runs' summary.ops")
@@ -82,25 +166,27 @@ def compare_operators(base: Run, new: Run, matched: Matched, settings: Settings,
     with np.errstate(divide="ignore", invalid="ignore"):
         table["delta_pct"] = np.where(table["base_total_us"] > 0,
                                       table["delta_us"] / table["base_total_us"] * 100, np.nan)
-    base_durations = _durations_by_key(base.summary, matched.base_key)
-    new_durations = _durations_by_key(new.summary, matched.new_key)
-    tests = {key: compare_samples(base_durations[key], new_durations[key], settings.confidence,
-                                  settings.max_pairs_per_side)
-             for key in table.index if key in base_durations and key in new_durations}
-    raw_p = np.array([tests[k].p_value if k in tests and tests[k].p_value is not None
-                      else np.nan for k in table.index])
-    table["p_value"] = adjust_bh(raw_p)
-    table["ci_low"] = [tests[k].ci_low if k in tests else None for k in table.index]
-    table["ci_high"] = [tests[k].ci_high if k in tests else None for k in table.index]
-    # A count change is structural, not noise, when the per-step count ranges do not overlap.
-    count_changed = (table["new_count_min"] > table["base_count_max"]) | \
-                    (table["new_count_max"] < table["base_count_min"])
-    table["significant"] = (table["p_value"] < settings.alpha).fillna(False) | count_changed
-    table["status"] = [status_of(d, bool(s), settings)
-                       for d, s in zip(table["delta_pct"], table["significant"])]
-    table.loc[table["base_instances"] == 0, "status"] = "added"
-    table.loc[table["new_instances"] == 0, "status"] = "removed"
+    table = table.join(_effects(table))
+    table["same_shape"] = table["match_kind"].isin(SAME_SHAPE_KINDS)
+    table = table.join(_test_keys(table, base.summary, new.summary, matched, settings))
+    table["significant"] = (table["p_value"] < settings.alpha).fillna(False).astype(bool)
+    table["status"], table["below_threshold"] = _statuses(table, settings)
     return table.reset_index()
+
+
+def same_shape_shares(operators: pd.DataFrame) -> tuple[float, float]:
+    """Share of each side's non-communication kernel time held by same-shape keys (0-1).
+
+    NaN for a side without kernel time. Communication keys carry no shapes and would
+    match whatever the batch, so they are left out.
+    """
+    kernels = operators[operators["category"] != "communication"]
+    shares = []
+    for side in ("base", "new"):
+        total = kernels[f"{side}_total_us"].sum()
+        same = kernels.loc[kernels["same_shape"], f"{side}_total_us"].sum()
+        shares.append(float(same / total) if total > 0 else float("nan"))
+    return shares[0], shares[1]
 
 
 def compare_categories(operators: pd.DataFrame) -> pd.DataFrame:

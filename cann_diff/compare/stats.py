@@ -4,9 +4,20 @@
   Mann-Whitney U test (no normality assumed; kernels have long tails), the effect is
   the ratio of medians new/base with a Hodges-Lehmann interval on log durations, and
   p-values across keys are adjusted with Benjamini-Hochberg.
-* Per step: per-step totals are few (often 1-5 steps), where Mann-Whitney cannot
-  reach p < 0.05 below 4 vs 4; Welch's t-test can. With one step per side,
-  significance is unknown and the threshold alone decides (and the report says so).
+* Per step: per-step totals are few (often 2-5 steps). A rank test cannot help there:
+  Mann-Whitney (or any permutation test) of 3 vs 3 has a smallest two-sided p of
+  2/C(6,3) = 0.1, of 2 vs 2 one of 1/3, so it could never call a step change
+  significant. Welch's t-test on the *logarithms* of the step times can: it needs no
+  equal variances, a step time is a product of many small factors (log-normal noise),
+  and the difference of log means is the log of the ratio of geometric means, so its
+  interval is a ratio interval that never goes negative. It leans on roughly normal log
+  step times, which a few warm-up or checkpoint steps break: those are screened out first
+  by a robust z (median ± z·1.4826·MAD, ``robust_z``). With one step per side,
+  significance is unknown and a threshold alone decides (and the report says so).
+* Status: ``regressed``/``improved`` need significance *and* a change of at least the
+  threshold; a significant change below it keeps ``unchanged`` but is flagged
+  ``below_threshold`` so that a renderer shows its % with a mark of its own (``~`` means
+  "not significant" only).
 """
 
 from __future__ import annotations
@@ -17,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from ..settings import DEFAULT_SETTINGS, Settings
+from ..settings import DEFAULT_SETTINGS
 
 
 @dataclass(frozen=True)
@@ -74,8 +85,13 @@ def ratio_interval(base: np.ndarray, new: np.ndarray,
 
 
 def compare_samples(base: np.ndarray, new: np.ndarray, confidence: float = 0.95,
-                    max_pairs: int = DEFAULT_SETTINGS.max_pairs_per_side) -> SampleTest:
-    """Mann-Whitney U (two-sided) plus the HL ratio interval; None where undefined."""
+                    max_pairs: int = DEFAULT_SETTINGS.max_pairs_per_side,
+                    min_ci: int = DEFAULT_SETTINGS.min_ci_instances) -> SampleTest:
+    """Mann-Whitney U (two-sided) plus the HL ratio interval; None where undefined.
+
+    The interval needs ``min_ci`` durations on each side: with fewer it spans orders of
+    magnitude (1 vs 2 instances gave [0.004, 246.7]) and says nothing.
+    """
     base = np.asarray(base, dtype=float)
     new = np.asarray(new, dtype=float)
     if len(base) == 0 or len(new) == 0:
@@ -84,6 +100,8 @@ def compare_samples(base: np.ndarray, new: np.ndarray, confidence: float = 0.95,
         p_value = 1.0
     else:
         p_value = float(stats.mannwhitneyu(base, new, alternative="two-sided").pvalue)
+    if min(len(base), len(new)) < min_ci:
+        return SampleTest(p_value, None, None)
     low, high = ratio_interval(base, new, confidence, max_pairs)
     return SampleTest(p_value, low, high)
 
@@ -100,42 +118,79 @@ def adjust_bh(p_values: np.ndarray) -> np.ndarray:
 
 def compare_steps(base: np.ndarray, new: np.ndarray,
                   confidence: float = 0.95) -> SampleTest:
-    """Welch's t-test on per-step totals; interval of the ratio of means (delta method).
+    """Welch's t-test on log step times; interval of the ratio of geometric means new/base.
 
-    With fewer than two steps on a side there is no test: p_value is None.
+    With fewer than two steps on a side, or a step time that is not positive, there is
+    no test: p_value is None. Steps identical within each side give p = 1 when both sides
+    are equal and p = 0 otherwise (no noise at all: noise-free crafted profiles).
+    """
+    base = np.asarray(base, dtype=float)
+    new = np.asarray(new, dtype=float)
+    if len(base) < 2 or len(new) < 2 or (base <= 0).any() or (new <= 0).any():
+        return SampleTest(None, None, None)
+    log_b, log_n = np.log(base), np.log(new)
+    shift = float(log_n.mean() - log_b.mean())
+    var_b, var_n = log_b.var(ddof=1) / len(base), log_n.var(ddof=1) / len(new)
+    if var_b + var_n == 0:
+        ratio = math.exp(shift)
+        return SampleTest(1.0 if shift == 0 else 0.0, ratio, ratio)
+    p_value, dof = _welch(shift, var_b, var_n, len(base), len(new))
+    half = stats.t.ppf(0.5 + confidence / 2, dof) * math.sqrt(var_b + var_n)
+    return SampleTest(p_value, math.exp(shift - half), math.exp(shift + half))
+
+
+def _welch(shift: float, var_b: float, var_n: float, n_b: int, n_n: int) -> tuple[float, float]:
+    """Two-sided Welch p and Welch-Satterthwaite degrees of freedom, from the moments.
+
+    Written out rather than scipy's ttest_ind, which warns on near-identical steps
+    ("catastrophic cancellation") where the arithmetic here is exact enough.
+    """
+    dof = (var_b + var_n) ** 2 / (var_b**2 / (n_b - 1) + var_n**2 / (n_n - 1))
+    t = abs(shift) / math.sqrt(var_b + var_n)
+    return float(2 * stats.t.sf(t, dof)), float(dof)
+
+
+def welch_p(base: np.ndarray, new: np.ndarray) -> float | None:
+    """Welch's t-test p on raw per-step values, for breakdown parts that can be 0 in a step.
+
+    None with fewer than two steps a side; identical constant sides give 1, different
+    constant sides 0.
     """
     base = np.asarray(base, dtype=float)
     new = np.asarray(new, dtype=float)
     if len(base) < 2 or len(new) < 2:
-        return SampleTest(None, None, None)
-    mean_b, mean_n = base.mean(), new.mean()
+        return None
     var_b, var_n = base.var(ddof=1) / len(base), new.var(ddof=1) / len(new)
     if var_b + var_n == 0:
-        p_value = 1.0 if mean_b == mean_n else 0.0
-    else:
-        p_value = float(stats.ttest_ind(new, base, equal_var=False).pvalue)
-    if mean_b <= 0:
-        return SampleTest(p_value, None, None)
-    ratio = mean_n / mean_b
-    # Delta method: var(ratio) ≈ ratio² (var_n/mean_n² + var_b/mean_b²).
-    spread = ratio * math.sqrt(var_n / mean_n**2 + var_b / mean_b**2) if mean_n > 0 else 0.0
-    # Welch-Satterthwaite degrees of freedom, as the t-test uses, so CI and p agree.
-    total = var_b + var_n
-    denominator = (var_b**2 / (len(base) - 1) + var_n**2 / (len(new) - 1))
-    dof = total**2 / denominator if denominator > 0 else float(len(base) + len(new) - 2)
-    t = stats.t.ppf(0.5 + confidence / 2, dof)
-    return SampleTest(p_value, float(ratio - t * spread), float(ratio + t * spread))
+        return 1.0 if base.mean() == new.mean() else 0.0
+    return _welch(float(new.mean() - base.mean()), var_b, var_n, len(base), len(new))[0]
 
 
-def status_of(delta_pct: float, significant: bool | None, settings: Settings) -> str:
+def status_of(change_pct: float, significant: bool | None, threshold_pct: float) -> str:
     """``regressed``/``improved`` only when significant (or unknown) and big enough.
 
     ``significant=None`` (one step per side) lets the threshold alone decide.
     """
-    if significant is False or not np.isfinite(delta_pct):
+    if significant is False or not np.isfinite(change_pct):
         return "unchanged"
-    if delta_pct >= settings.threshold_pct:
+    if change_pct >= threshold_pct:
         return "regressed"
-    if delta_pct <= -settings.threshold_pct:
+    if change_pct <= -threshold_pct:
         return "improved"
     return "unchanged"
+
+
+def robust_z(values: np.ndarray, floor: float) -> np.ndarray:
+    """Robust z of every value: (v − median) / max(1.4826·MAD, floor).
+
+    Returns a float array of signed z scores; a caller flags ``abs(z) > cut``. The
+    floor (same unit as ``values``) keeps near-identical values from flagging jitter. At
+    most just under half the values can be flagged: the half nearest the median is
+    within one MAD of it.
+    """
+    values = np.asarray(values, dtype=float)
+    if len(values) == 0:
+        return np.zeros(0)
+    median = np.median(values)
+    spread = max(1.4826 * float(np.median(np.abs(values - median))), floor, 1e-12)
+    return (values - median) / spread

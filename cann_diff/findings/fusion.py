@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..compare import Comparison
@@ -18,6 +19,10 @@ class FusionGroup:
 
     Counts are per step; ``split_counts`` maps each split family or comm type to the
     number of ops per step attributed to this group; times are µs per step.
+    ``base_claims``/``new_claims`` map operator keys to the instances per step of that
+    key, on that side, that belong to the group: the fused ops lost (or gained) and the
+    split ops that replaced them, never the other instances of a key whose count changed
+    (ordinary MatMuls of the same shape stay ordinary).
     """
 
     fused_type: str
@@ -31,6 +36,8 @@ class FusionGroup:
     exposed_us: float
     paired_by: str  # "shapes" or "counts"
     spec: FusedOp
+    base_claims: dict[int, float] = field(default_factory=dict)
+    new_claims: dict[int, float] = field(default_factory=dict)
 
     @property
     def delta_us(self) -> float:
@@ -53,20 +60,29 @@ def _paired_compute_keys(ops: pd.DataFrame, fused_keys: pd.DataFrame, family: st
     return (paired, "shapes") if len(paired) else (candidates, "counts")
 
 
-def _detect_one(spec: FusedOp, cmp: Comparison) -> tuple[FusionGroup, list[int]] | None:
+def _claim(candidates: pd.DataFrame, gain_side: str, other_side: str, wanted: float,
+           taken: dict[int, float]) -> dict[int, float]:
+    """Instances per step claimed from the keys that gained most, up to ``wanted`` in all.
+
+    A key gives at most its own gain (``gain_side`` count − ``other_side`` count) less
+    what earlier groups took from it (``taken``): the instances it had anyway are not the
+    fused op's replacement, and two fused types splitting into the same MatMul share it.
+    """
+    gain = (candidates[f"{gain_side}_count"] - candidates[f"{other_side}_count"]
+            - candidates["key_id"].map(taken).fillna(0.0)).clip(lower=0)
+    order = gain.sort_values(ascending=False, kind="stable")
+    before = order.cumsum() - order
+    taken = np.minimum(order, (wanted - before).clip(lower=0))
+    keys = candidates.loc[order.index, "key_id"].to_numpy()
+    return {int(k): float(t) for k, t in zip(keys, taken) if t > 1e-9}
+
+
+def _comm_part(spec: FusedOp, cmp: Comparison, split_side: str, fused_side: str,
+               lost: float, taken_before: dict[int, float]):
+    """Comm ops of the group per type, their time and exposed time, and their claims."""
     ops = cmp.operators
-    family_rows = ops[ops["family"] == spec.fused_type]
-    main = family_rows[family_rows["op_type"] == spec.fused_type]
-    if family_rows.empty:
-        return None
-    fused_base, fused_new = main["base_count"].sum(), main["new_count"].sum()
-    if fused_base == fused_new:
-        return None
-    direction = "split" if fused_base > fused_new else "fused"
-    split_side, fused_side = ("new", "base") if direction == "split" else ("base", "new")
-    lost = abs(fused_base - fused_new)
-    counts, times, exposed, keys = {}, 0.0, 0.0, list(family_rows["key_id"])
     comm = cmp.comm_types.set_index("comm_type")
+    counts, times, exposed, claims = {}, 0.0, 0.0, {}
     for comm_type in spec.comm:
         if comm_type not in comm.index:
             return None
@@ -80,41 +96,86 @@ def _detect_one(spec: FusedOp, cmp: Comparison) -> tuple[FusionGroup, list[int]]
         per_op = max(row[f"{split_side}_total_us"] - row[f"{fused_side}_total_us"], 0.0) / gained
         per_op_exposed = max(row[f"{split_side}_exposed_us"]
                              - row[f"{fused_side}_exposed_us"], 0.0) / gained
-        counts[comm_type], times, exposed = taken, times + taken * per_op, \
-            exposed + taken * per_op_exposed
+        counts[comm_type] = taken
+        times, exposed = times + taken * per_op, exposed + taken * per_op_exposed
         is_type = (ops["family"] == comm_type) & (ops["category"] == "communication")
-        keys += list(ops.loc[is_type & (ops[f"{split_side}_count"] != ops[f"{fused_side}_count"]),
-                             "key_id"])
+        claims.update(_claim(ops[is_type], split_side, fused_side, taken, taken_before))
+    return counts, times, exposed, claims
+
+
+def _detect_one(spec: FusedOp, cmp: Comparison,
+                taken: tuple[dict[int, float], dict[int, float]]) -> FusionGroup | None:
+    """The group of one fused type, or None; ``taken``: (base, new) claims made before."""
+    ops = cmp.operators
+    family_rows = ops[ops["family"] == spec.fused_type]
+    main = family_rows[family_rows["op_type"] == spec.fused_type]
+    if family_rows.empty:
+        return None
+    fused_base, fused_new = main["base_count"].sum(), main["new_count"].sum()
+    if fused_base == fused_new:
+        return None
+    direction = "split" if fused_base > fused_new else "fused"
+    split_side, fused_side = ("new", "base") if direction == "split" else ("base", "new")
+    lost = abs(fused_base - fused_new)
+    taken_before = taken[0] if split_side == "base" else taken[1]
+    comm_part = _comm_part(spec, cmp, split_side, fused_side, lost, taken_before)
+    if comm_part is None:
+        return None
+    counts, times, exposed, split_claims = comm_part
     paired_by = "counts"
     for family in spec.compute[:1]:
         paired, paired_by = _paired_compute_keys(ops, main, family)
         gained = paired[f"{split_side}_count"].sum() - paired[f"{fused_side}_count"].sum()
         if gained < cmp.settings.fusion_min_share * lost:
             return None
-        taken = min(gained, lost)
-        grown = paired[f"{split_side}_total_us"].sum() - paired[f"{fused_side}_total_us"].sum()
-        counts[family], times = taken, times + taken * max(grown, 0.0) / gained
-        keys += list(paired.loc[paired[f"{split_side}_count"] != paired[f"{fused_side}_count"],
-                                "key_id"])
+        claims = _claim(paired, split_side, fused_side, min(gained, lost), taken_before)
+        mean = paired.set_index("key_id")[f"{split_side}_mean_us"]
+        counts[family] = sum(claims.values())
+        times += sum(n * float(mean[k]) for k, n in claims.items())
+        split_claims.update(claims)
+    # The fused family (companions included) gives every instance it lost.
+    fused_claims = {int(k): float(v) for k, v in zip(
+        family_rows["key_id"], (family_rows[f"{fused_side}_count"]
+                                - family_rows[f"{split_side}_count"]).clip(lower=0)) if v > 0}
     base_total = family_rows["base_total_us"].sum() + (times if direction == "fused" else 0.0)
     new_total = family_rows["new_total_us"].sum() + (times if direction == "split" else 0.0)
-    group = FusionGroup(spec.fused_type, direction, spec.split, float(fused_base),
-                        float(fused_new), counts, float(base_total), float(new_total),
-                        float(exposed), paired_by, spec)
-    return group, keys
+    base_claims, new_claims = ((fused_claims, split_claims) if direction == "split"
+                               else (split_claims, fused_claims))
+    return FusionGroup(spec.fused_type, direction, spec.split, float(fused_base),
+                       float(fused_new), counts, float(base_total), float(new_total),
+                       float(exposed), paired_by, spec, base_claims, new_claims)
+
+
+def claimed_instances(groups: list[FusionGroup]) -> tuple[dict[int, float], dict[int, float]]:
+    """Instances per step claimed by all groups, per key: (base side, new side)."""
+    base, new = {}, {}
+    for group in groups:
+        for total, claims in ((base, group.base_claims), (new, group.new_claims)):
+            for key, n in claims.items():
+                total[key] = total.get(key, 0.0) + n
+    return base, new
 
 
 def detect_fusion(cmp: Comparison, fusion_map: Path | None = None):
-    """Fusion groups in both directions, and the operator keys each group claims."""
-    groups, claimed = [], {}
+    """Fusion groups in both directions, and the operator keys they claim entirely.
+
+    A key is claimed entirely (listed with its group, not as an operator of its own)
+    when every instance it has on either side belongs to a group; a key of which a group
+    claims only some instances stays an operator with its own status.
+    """
+    groups, owner = [], {}
     for spec in fusion_table(fusion_map).values():
-        found = _detect_one(spec, cmp)
-        if found:
-            group, keys = found
+        group = _detect_one(spec, cmp, claimed_instances(groups))
+        if group:
             groups.append(group)
-            for key in keys:
-                claimed.setdefault(int(key), spec.fused_type)
-    return groups, claimed
+            for key in (*group.base_claims, *group.new_claims):
+                owner.setdefault(int(key), spec.fused_type)
+    base, new = claimed_instances(groups)
+    counts = cmp.operators.set_index("key_id")[["base_count", "new_count"]]
+    entire = {key: fused for key, fused in owner.items()
+              if counts.loc[key, "base_count"] - base.get(key, 0.0) < 1e-9
+              and counts.loc[key, "new_count"] - new.get(key, 0.0) < 1e-9}
+    return groups, entire
 
 
 
