@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import partial
 from pathlib import Path
 
 from .compare import Comparison, compare
-from .compare.memory import MemoryComparison, compare_memory, copy_summary, read_memory
+from .compare.memory import MemoryComparison, compare_memory, copy_summary
 from .findings import SEVERITY_ORDER, Analysis, Finding, analyse
 from .match import match
 from .read import StepRanges, load_run
@@ -74,16 +73,18 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
          rank_progress=lambda side, done, total: None) -> Result:
     """Read both profiles and compare them.
 
-    ``progress`` receives short status messages, ``rank_progress(side, done, total)``
-    is called as ranks are read.
+    Each input is walked and read once: its kernels, steps, communication and memory
+    come from the same ranks under the same rank ids (``load_run``). ``progress``
+    receives short status messages, ``rank_progress(side, done, total)`` is called as
+    ranks are read.
     """
     runs = []
     for side, path, label in (("base", base_path, options.base_label),
                               ("new", new_path, options.new_label)):
         progress(f"reading {side}: {path}")
-        run = load_run(path, label, fusion_map=options.fusion_map, alias_map=options.alias_map,
-                       jobs=options.jobs, scheduler=options.scheduler, keep_rows=False,
-                       steps=options.steps,
+        run = load_run(path, label, settings=options.settings, fusion_map=options.fusion_map,
+                       alias_map=options.alias_map, jobs=options.jobs,
+                       scheduler=options.scheduler, keep_rows=False, steps=options.steps,
                        progress=lambda done, total, side=side: rank_progress(side, done, total))
         runs.append(run)
         progress(f"  {run.summary.kernels:,} kernels, ranks {_ranks_text(run.meta.ranks)}")
@@ -93,11 +94,8 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
                      for run, path, side in ((base, base_path, "base"), (new, new_path, "new")))
     progress("matching and comparing")
     comparison = compare(base, new, match(base.summary.ops, new.summary.ops), options.settings)
-    progress("reading memory records")
-    memory_of = partial(read_memory, jobs=options.jobs, scheduler=options.scheduler,
-                        keep_rows=False)
-    memory = compare_memory(memory_of(base_path), memory_of(new_path),
-                            options.settings.threshold_pct,
+    memory = compare_memory(base.memory, new.memory, options.settings.threshold_pct,
+                            headline_mb=options.settings.memory_headline_mb,
                             base_copies=copy_summary(base.summary.ops),
                             new_copies=copy_summary(new.summary.ops))
     memory = memory if has_memory_data(memory) else None
