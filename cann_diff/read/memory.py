@@ -16,22 +16,27 @@ the chosen steps' time span, taken from the rank's kernels: a step spans from it
 kernel's start to its last kernel's end, and consecutive chosen steps form one span (the
 gap between them included). Peaks and the timeline are computed after that selection.
 
-The clocks agree: ``Timestamp(us)`` of memory_record.csv / npu_module_mem.csv and the
-kernels' ``Start Time(us)`` are both µs of local Unix time (the profiler converts the
-device's cycle counter to host time), and so are the db's ``timestampNs``. Measured on real
-exports (../shared/realdata, one step each): MI-2025 text/level1 rank 0 — kernels
-1736408883704643 … 1736408883841224 µs (136.6 ms); its PTA allocator samples start 10.4 ms
-*before* the first kernel (the host allocates ahead of the device running the kernel), so
-12 of 381 fall outside the kernel span, while 113 of 114 GE samples fall inside; its APP
-samples (the driver's, every ~20 ms) start 131 ms before the first kernel, during the
-warm-up, and 7 of 14 fall outside. CANN 8.3 st/level2 rank 0 (810 ms step): 9301 of 9309
-PTA samples and all 41 APP samples inside. MI-2023 test_rank_0 (tests/data): both APP
-samples lie 40–60 ms before the first kernel of step 2, the three PTA samples inside,
-1 of 3 GE samples inside. A step selection therefore drops the host's allocations made a
-few ms before the first kernel of the first chosen step; the profiler's own host-side step
-windows (ProfilerStep#, STEP_TIME) would keep them, but the readers do not hand them over.
-Operator allocations (operator_memory.csv) and copy bytes (MEMCPY_INFO) carry no sample
-time here and always cover the whole profile.
+The clocks agree: ``Timestamp(us)`` of memory_record.csv / npu_module_mem.csv, the ``ts``
+of trace_view.json's HBM counters and the kernels' ``Start Time(us)`` are all µs of local
+Unix time (the profiler converts the device's cycle counter to host time), and so are the
+db's ``timestampNs``. Measured on real exports (../shared/realdata, one step each):
+
+* MI-2025 text/level1 rank 0 — kernels 1736408883704643 … 1736408883841224 µs (136.6 ms).
+  Its PTA allocator samples start 10.4 ms *before* the first kernel (the host allocates
+  ahead of the device running the kernel): 12 of 381 fall outside the kernel span, all
+  381 inside the host's ProfilerStep#50 window of trace_view.json (which opens 17.9 ms
+  before the first kernel); 113 of 114 GE samples inside. Its APP samples (the driver's,
+  every ~20 ms) start 131 ms before the first kernel, during the warm-up: 7 of 14 inside.
+  npu_module_mem: 539 of 1078 inside; HBM counters: 48 of 104 inside.
+* CANN 8.3 st/level2 rank 0 (810 ms step): 9301 of 9309 PTA samples, all 41 APP inside.
+* MI-2023 test_rank_0 (tests/data): both APP samples lie 40–60 ms before the first kernel
+  of step 2; the three PTA samples inside, 1 of 3 GE samples inside.
+
+A step selection therefore drops the host's allocations made a few ms before the first
+kernel of the first chosen step; the profiler's host-side step windows (ProfilerStep#,
+STEP_TIME) would keep them, but the format readers do not hand them over. Operator
+allocations (operator_memory.csv) and copy bytes (MEMCPY_INFO) carry no sample time here
+and always cover the whole profile.
 """
 
 from __future__ import annotations
