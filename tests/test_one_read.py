@@ -398,3 +398,25 @@ def test_memory_headline_cut_off_comes_from_settings(tmp_path):
     low = diff(base, new, Options(settings=Settings(memory_headline_mb=150.0)))
     assert low.memory.headline.startswith("Peak reserved device memory (APP) rose by 200.0 MB")
     assert low.memory.headline in low.report.headline
+
+
+@needs_realdata
+def test_real_rank_with_only_its_analysis_db(tmp_path):
+    # CANN 8.3 rank_1 without its text files: analysis.db alone gives the step breakdown
+    # (stored in µs although documented in ms) and the 15 communication ops.
+    source = ST_LEVEL2 / "rank_1_ascend_pt"
+    rank = tmp_path / "rank_1_ascend_pt"
+    (rank / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    shutil.copyfile(source / "profiler_info_1.json", rank / "profiler_info_1.json")
+    shutil.copyfile(source / "ASCEND_PROFILER_OUTPUT/analysis.db",
+                    rank / "ASCEND_PROFILER_OUTPUT/analysis.db")
+    with sqlite3.connect(f"file:{rank / 'ASCEND_PROFILER_OUTPUT/analysis.db'}?mode=ro",
+                         uri=True) as conn:
+        stage = conn.execute("SELECT stage FROM StepTraceTime").fetchone()[0]
+        ops = conn.execute("SELECT count(*) FROM CommAnalyzerTime").fetchone()[0]
+    text = pd.read_csv(source / "ASCEND_PROFILER_OUTPUT/step_trace_time.csv")
+    run = load_run(rank)
+    assert run.meta.ranks == (1,) and run.ranks_without_kernels == (1,)
+    assert run.steps["stage"].tolist() == [stage]
+    assert stage == pytest.approx(float(text["Stage"].iloc[0]), abs=1.0)  # µs, as the csv
+    assert run.summary.comm["ops"].sum() == ops == 15

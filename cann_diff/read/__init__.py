@@ -498,22 +498,30 @@ def load_run(path: str | Path, label: str | None = None, *,
     if has_comm_ops and not any(d.has_comm for d in datas):
         warnings.append("no communication.json: transit/wait split of communication unavailable")
     without_kernels, note = _without_kernels(datas)
-    ops = comm = None
-    if keep_rows:
-        for data in datas:
-            data.ops["rank"] = data.rank
-            if data.comm is not None:  # a rank id assigned here, not known to the reader
-                data.comm["rank"] = data.rank
-        ops = conform_ops(concat_frames(d.ops for d in datas))
-        comm_frames = [d.comm for d in datas if d.comm is not None]
-        comm = concat_frames(comm_frames) if comm_frames else empty_comm()
+    ops, comm = _rows_of(datas) if keep_rows else (None, None)
+    return Run(label or default_label(path), _meta_of(path, fmt, datas), ops, step_frame, comm,
+               summary, step_source, tuple(warnings + note),
+               _memory_of(datas, keep_rows, steps), without_kernels)
+
+
+def _rows_of(datas: list[RankData]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The kept canonical rows and communication rows of every rank, under its rank id."""
+    for data in datas:
+        data.ops["rank"] = data.rank
+        if data.comm is not None:  # a rank id assigned here, not known to the reader
+            data.comm["rank"] = data.rank
+    comm_frames = [d.comm for d in datas if d.comm is not None]
+    return (conform_ops(concat_frames(d.ops for d in datas)),
+            concat_frames(comm_frames) if comm_frames else empty_comm())
+
+
+def _meta_of(path: Path, fmt: Format, datas: list[RankData]) -> RunMeta:
+    """Versions and device from the first rank with kernels (else the first rank)."""
     info = next((d.info for d in datas if d.has_kernels), datas[0].info)
-    meta = RunMeta(path=str(path), format=fmt.name, ranks=tuple(d.rank for d in datas),
+    return RunMeta(path=str(path), format=fmt.name, ranks=tuple(d.rank for d in datas),
                    cann_version=info.get("cann_version"),
                    torch_npu_version=info.get("torch_npu_version"),
                    device=info.get("device"), profiler_level=info.get("profiler_level"))
-    return Run(label or default_label(path), meta, ops, step_frame, comm, summary, step_source,
-               tuple(warnings + note), _memory_of(datas, keep_rows, steps), without_kernels)
 
 
 def read_memory(path: str | Path, *, jobs: int = 1, scheduler: str | None = None,
