@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import partial
 from pathlib import Path
 
 from .compare import Comparison, compare
-from .compare.memory import MemoryComparison, compare_memory, copy_summary, read_memory
+from .compare.memory import MemoryComparison, compare_memory, copy_summary
 from .findings import SEVERITY_ORDER, Analysis, Finding, analyse
 from .match import match
 from .read import StepRanges, load_run
@@ -75,24 +74,25 @@ def read_side(path: str | Path, label: str | None, side: str, options: Options,
               rank_progress=lambda side, done, total: None) -> Run:
     """Read one input as the comparison needs it (summaries only, the chosen steps)."""
     progress(f"reading {side}: {path}")
-    run = load_run(path, label, fusion_map=options.fusion_map, alias_map=options.alias_map,
-                   jobs=options.jobs, scheduler=options.scheduler, keep_rows=False,
-                   steps=options.steps,
+    run = load_run(path, label, settings=options.settings, fusion_map=options.fusion_map,
+                   alias_map=options.alias_map, jobs=options.jobs,
+                   scheduler=options.scheduler, keep_rows=False, steps=options.steps,
                    progress=lambda done, total: rank_progress(side, done, total))
     progress(f"  {run.summary.kernels:,} kernels, ranks {_ranks_text(run.meta.ranks)}")
     return run
 
 
-def compare_runs(base: Run, new: Run, base_path: str | Path, new_path: str | Path,
-                 options: Options = Options(), progress=lambda message: None) -> Result:
-    """Compare two runs already read: match, compare, memory, findings, report."""
+def compare_runs(base: Run, new: Run, options: Options = Options(),
+                 progress=lambda message: None) -> Result:
+    """Compare two runs already read: match, compare, memory, findings, report.
+
+    Each run was walked and read once: its kernels, steps, communication and memory come
+    from the same ranks under the same rank ids (``load_run``).
+    """
     progress("matching and comparing")
     comparison = compare(base, new, match(base.summary.ops, new.summary.ops), options.settings)
-    progress("reading memory records")
-    memory_of = partial(read_memory, jobs=options.jobs, scheduler=options.scheduler,
-                        keep_rows=False)
-    memory = compare_memory(memory_of(base_path), memory_of(new_path),
-                            options.settings.threshold_pct,
+    memory = compare_memory(base.memory, new.memory, options.settings.threshold_pct,
+                            headline_mb=options.settings.memory_headline_mb,
                             base_copies=copy_summary(base.summary.ops),
                             new_copies=copy_summary(new.summary.ops))
     memory = memory if has_memory_data(memory) else None
@@ -130,7 +130,7 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
     if base.label == new.label and not (options.base_label or options.new_label):
         base, new = (replace(run, label=_longer_label(Path(path), run.label, side))
                      for run, path, side in ((base, base_path, "base"), (new, new_path, "new")))
-    return compare_runs(base, new, base_path, new_path, options, progress)
+    return compare_runs(base, new, options, progress)
 
 
 def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
@@ -154,5 +154,4 @@ def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
     if not any(labels):
         runs = distinct_labels(runs, [base_path, *new_paths])
     base, news = runs[0], runs[1:]
-    return [compare_runs(base, new, base_path, path, options, progress)
-            for new, path in zip(news, new_paths)]
+    return [compare_runs(base, new, options, progress) for new in news]

@@ -46,10 +46,14 @@ built per rank where the rank was read (``read/reduce.py``):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from .errors import SchemaError
+
+if TYPE_CHECKING:  # the memory frames are described where they are read
+    from .read.memory import MemoryData
 
 CATEGORIES = ("compute", "communication", "mc2", "memcpy", "aicpu", "other")
 
@@ -176,6 +180,10 @@ class Run:
     ``step_source`` says where ``steps`` came from: ``step_trace_time`` (the
     profiler's own figures), ``kernels`` (recomputed from kernel intervals) or
     ``mixed`` (some ranks each). ``ops``/``comm`` are None unless rows were kept.
+    ``memory`` is the device memory of the same ranks under the same ids, read in the same
+    pass (``read/memory.py``: ``MemoryData``); None only for a Run built by hand.
+    ``ranks_without_kernels`` lists the ranks read for their step breakdown, communication
+    or memory alone (no kernel rows); a warning names them when other ranks have kernels.
     """
 
     label: str
@@ -186,6 +194,8 @@ class Run:
     summary: RunSummary
     step_source: str = "step_trace_time"
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    memory: MemoryData | None = None
+    ranks_without_kernels: tuple[int, ...] = ()
 
 
 def empty_comm() -> pd.DataFrame:

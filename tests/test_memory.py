@@ -52,14 +52,16 @@ def write_rank(root: Path, name: str, *, rank: int = 0, records=None, operators=
 
     records: (component, t_offset_ms, allocated or None, reserved[, device]);
     operators: (name, size_kb); modules: (component, t_offset_ms, reserved).
-    Timestamps carry the real export's trailing TAB.
+    Timestamps carry the real export's trailing TAB. ``kernels`` writes one kernel (step 1,
+    at T0, 10 µs): the memory is read with the rank's kernels, in one pass.
     """
     rank_dir = root / name
     out = rank_dir / "ASCEND_PROFILER_OUTPUT"
     out.mkdir(parents=True)
     (rank_dir / f"profiler_info_{rank}.json").write_text("{}")
     if kernels:
-        (out / "kernel_details.csv").write_text(KERNEL_HEADER + "\n")
+        (out / "kernel_details.csv").write_text(KERNEL_HEADER + f"\n1,MatMul,MatMul,AI_CORE,"
+                                                               f"{T0:.3f},10.0,0\n")
     if records is not None:
         lines = [RECORD_HEADER]
         for component, t_ms, allocated, reserved, *device in records:

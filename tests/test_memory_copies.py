@@ -267,6 +267,10 @@ def test_trace_view_hbm_counters(tmp_path):
     (out / "trace_view.json").write_text(json.dumps(events))
     (out / "memory_record.csv").write_text("Component,Timestamp(us),Total Allocated(MB),"
                                            "Total Reserved(MB),Device Type\n")
+    # The kernels come from kernel_details.csv, as in a real text export: the trace is
+    # read for its HBM counters only.
+    (out / "kernel_details.csv").write_text("Name,Type,Accelerator Core,Start Time(us),"
+                                            "Duration(us)\nMatMul,MatMul,AI_CORE,10.000,1\n")
     hbm = read_memory(tmp_path).hbm.groupby("direction")["gbps"]
     scale = MIB / GB
     # read: 4000 and 2000 MB/s → mean 3000, peak 4000; write: one sample of 500.

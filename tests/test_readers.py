@@ -384,7 +384,8 @@ def test_cann83_parent_dir_reads_the_ranks_that_have_kernels():
     with_kernels = sorted(p.parent.parent.name for p in found)
     assert with_kernels == ["rank_0_ascend_pt", "rank_2_ascend_pt"]
     run = load_run(REALDATA / ST_LEVEL2)
-    assert run.meta.ranks == (0, 2)
+    assert run.meta.ranks == (0, 1, 2, 3)  # 1 and 3 for their steps and communication
+    assert run.ranks_without_kernels == (1, 3)
     _, rows0 = csv_table(REALDATA / CANN83_RANK0 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
     _, rows2 = csv_table(REALDATA / CANN83_RANK2 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv")
     assert (run.ops["rank"] == 0).sum() == len(rows0)

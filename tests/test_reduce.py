@@ -21,7 +21,8 @@ from cann_diff.errors import InputError
 from cann_diff.match import match
 from cann_diff.compare.memory import MAX_POINTS, compare_memory, read_memory
 from cann_diff.pipeline import Options, diff
-from cann_diff.read import load_run, reduce, select_steps, torch_text
+from cann_diff.read import (FORMATS, RankPlan, RankSource, load_run, reduce, select_steps,
+                            torch_text)
 from cann_diff.read import read_and_reduce as read_and_reduce_rank
 from cann_diff.read.timeline import exposed_communication_us
 
@@ -89,9 +90,11 @@ def test_rows_stay_in_the_worker(tmp_path):
     built = write_profile(tmp_path, "run", [aclnn("MatMulV3", 100.0, "8,8;8,8"),
                                             Comm("allReduce", 50.0)])
     rank_dir = next(built.path.iterdir())
-    data = read_and_reduce_rank(torch_text.read_rank, None, None, 1000, False, None,
-                                rank_dir)
+    text = next(f for f in FORMATS if f.name == torch_text.FORMAT)
+    data = read_and_reduce_rank(RankPlan(max_samples=1000, keep_rows=False),
+                                RankSource(rank_dir, text))
     assert data.ops is None and data.comm is None  # only the summary leaves the worker
+    assert data.memory is not None and data.memory.raw is None  # memory: summary only
     assert data.has_comm and data.summary.kernels == 6  # 2 ops × 3 steps
     run = load_run(built.path, keep_rows=False)
     assert run.ops is None and run.comm is None

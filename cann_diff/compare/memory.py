@@ -1,7 +1,8 @@
 """Device memory of two runs: compare peaks, operators, modules, copies and HBM bandwidth.
 
-``read_memory(path) -> MemoryData`` (``read/memory.py``, re-exported here) reads
-one input, each rank reduced to a ``MemorySummary`` where it is read, and
+``load_run`` reads the memory of an input with its kernels (``Run.memory``, a
+``MemoryData``: each rank reduced to a ``MemorySummary`` where it is read, ``read/memory.py``;
+``read_memory(path)``, re-exported here, is the same for library users), and
 ``compare_memory(base, new, threshold_pct) -> MemoryComparison`` compares two of them.
 Nothing here renders; see ``render/memory.py``.
 
@@ -52,11 +53,11 @@ All sizes in MB (MiB, as the profiler writes them), times in ms; ``null`` when u
 - ``timeline``: ``{"component", "base": {"rank", "time_ms": [...], "reserved_mb":
   [...]}, "new": {...}}``; time since the run's first sample, at most 2000 points per
   run (peak-preserving: the largest sample of each time bucket).
-- ``headline``: one sentence when a peak moved by ≥ ``threshold_pct`` or ≥ 1 GB, else
-  ``null``.
+- ``headline``: one sentence when a peak moved by ≥ ``threshold_pct`` or ≥ ``headline_mb``
+  (``Settings.memory_headline_mb``, 1 GB), else ``null``.
 - ``growth``: ``null`` or the ``memory-growth`` finding ``{"id": "memory-growth",
   "severity": "high|medium", "title", "detail", "delta_mb"}``, raised when peak reserved
-  grew by ≥ ``threshold_pct``; ``high`` from twice the threshold or 1 GB on.
+  grew by ≥ ``threshold_pct``; ``high`` from twice the threshold or ``headline_mb`` on.
 - ``copies``: ``null`` (no copy in either run) or host↔device copies, ``{"units": {"base",
   "new"}, "directions": [...], "total": {...}}``. ``units`` counts the (rank, step) units
   of each run's kernels; every row (``total`` is the sum over directions, ``direction``
@@ -85,7 +86,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..read.memory import MAX_POINTS, MemoryData, MemorySummary, read_memory
+from ..read import read_memory
+from ..read.memory import MAX_POINTS, MemoryData, MemorySummary
+from ..settings import DEFAULT_SETTINGS
 from .movement import (
     BandwidthChange,
     CopyChange,
@@ -101,7 +104,6 @@ __all__ = ["MAX_POINTS", "BandwidthChange", "CopyChange", "MemoryComparison", "M
 
 RESERVED_ORDER = ("APP", "PTA+GE", "PTA", "GE")
 ALLOCATED_ORDER = ("PTA+GE", "PTA", "GE")
-HEADLINE_MB = 1024.0  # 1 GB moves the headline whatever the percentage
 
 
 @dataclass(frozen=True)
@@ -317,11 +319,11 @@ def _series(timelines: pd.DataFrame, component: str | None, rank: int | None) ->
                         tuple(rows["reserved_mb"].to_numpy(dtype=float).tolist()))
 
 
-def _moved(peak: PeakChange | None, threshold_pct: float) -> bool:
+def _moved(peak: PeakChange | None, threshold_pct: float, headline_mb: float) -> bool:
     if peak is None or peak.delta_mb == 0:
         return False
     relative = peak.delta_pct is not None and abs(peak.delta_pct) >= threshold_pct
-    return relative or abs(peak.delta_mb) >= HEADLINE_MB
+    return relative or abs(peak.delta_mb) >= headline_mb
 
 
 def _describe(peak: PeakChange) -> str:
@@ -331,8 +333,9 @@ def _describe(peak: PeakChange) -> str:
             f"{abs(peak.delta_mb):,.1f} MB{pct}: {peak.base_mb:,.1f} MB → {peak.new_mb:,.1f} MB")
 
 
-def _headline(peaks: list[PeakChange | None], threshold_pct: float) -> str | None:
-    moved = [_describe(p) for p in peaks if _moved(p, threshold_pct)]
+def _headline(peaks: list[PeakChange | None], threshold_pct: float,
+              headline_mb: float) -> str | None:
+    moved = [_describe(p) for p in peaks if _moved(p, threshold_pct, headline_mb)]
     if not moved:
         return None
     text = "; ".join(moved) + "."
@@ -340,12 +343,13 @@ def _headline(peaks: list[PeakChange | None], threshold_pct: float) -> str | Non
 
 
 def _growth(peak: PeakChange | None, operators: pd.DataFrame,
-            modules: tuple[ModuleMemoryChange, ...], threshold_pct: float) -> dict | None:
+            modules: tuple[ModuleMemoryChange, ...], threshold_pct: float,
+            headline_mb: float) -> dict | None:
     """The memory-growth finding when peak reserved grew by at least ``threshold_pct``."""
     if peak is None or peak.delta_pct is None or peak.delta_mb <= 0 \
             or peak.delta_pct < threshold_pct:
         return None
-    severe = peak.delta_pct >= 2 * threshold_pct or peak.delta_mb >= HEADLINE_MB
+    severe = peak.delta_pct >= 2 * threshold_pct or peak.delta_mb >= headline_mb
     detail = (f"Peak reserved device memory ({peak.component}) went from {peak.base_mb:,.1f} MB"
               f" (rank {peak.base_rank}) to {peak.new_mb:,.1f} MB (rank {peak.new_rank}): "
               f"{peak.delta_mb:+,.1f} MB ({peak.delta_pct:+.1f} %), at or above the "
@@ -377,14 +381,18 @@ def _comparison_warnings(base: MemoryData, new: MemoryData,
     return warnings
 
 
-def compare_memory(base: MemoryData, new: MemoryData, threshold_pct: float = 5.0, *,
+def compare_memory(base: MemoryData, new: MemoryData,
+                   threshold_pct: float = DEFAULT_SETTINGS.threshold_pct, *,
+                   headline_mb: float = DEFAULT_SETTINGS.memory_headline_mb,
                    top_n: int = 20, base_copies: dict | None = None,
                    new_copies: dict | None = None) -> MemoryComparison:
     """Compare the device memory of two runs (sizes in MB, see the module docstring).
 
     ``threshold_pct`` is the relative growth of peak reserved memory that raises the
-    ``memory-growth`` finding; ``top_n`` caps the operator rows kept. ``base_copies`` and
-    ``new_copies`` are ``copy_summary`` results of each run's kernels (None: not known).
+    ``memory-growth`` finding; a peak move of ``headline_mb`` reaches the headline (and
+    makes growth ``high``) whatever its percentage; ``top_n`` caps the operator rows kept.
+    ``base_copies`` and ``new_copies`` are ``copy_summary`` results of each run's kernels
+    (None: not known).
     """
     reserved = _peak_change(base, new, "reserved", RESERVED_ORDER)
     allocated = _peak_change(base, new, "allocated", ALLOCATED_ORDER)
@@ -407,8 +415,8 @@ def compare_memory(base: MemoryData, new: MemoryData, threshold_pct: float = 5.0
         timeline_component=component,
         base_timeline=_series(base.summary.timelines, component, base_rank),
         new_timeline=_series(new.summary.timelines, component, new_rank),
-        headline=_headline([reserved, allocated], threshold_pct),
-        growth=_growth(reserved, operators, modules, threshold_pct),
+        headline=_headline([reserved, allocated], threshold_pct, headline_mb),
+        growth=_growth(reserved, operators, modules, threshold_pct, headline_mb),
         warnings=tuple(_comparison_warnings(base, new, [reserved, allocated])
                        + movement_warnings(base, new)),
         copy_units=copy_units,

@@ -3,7 +3,10 @@
 Each format module offers ``is_rank_dir(path)`` (one rank's result) and
 ``read_rank(path) -> RankData``. A directory that is not itself a rank result is
 searched one level down for rank results (one per rank). Formats are tried in
-FORMATS.md's priority order.
+FORMATS.md's priority order. One rule finds the ranks of everything the comparison reads:
+beside the kernel ranks, rank directories that hold no kernels but a step breakdown,
+communication or memory (``kernelless.py``) are ranks too. Each rank is read once, in one
+worker (a thread or a Dask worker), kernels and memory alike, and reduced there.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ import pandas as pd
 
 from ..errors import InputError
 from ..schema import OP_COLUMNS, STEP_COLUMNS, Run, RunMeta, conform_ops, empty_comm, validate
-from . import cluster_output, msprof_dirs, sqlite_db, torch_text, trace_json
+from ..settings import DEFAULT_SETTINGS, Settings
+from . import cluster_output, kernelless, msprof_dirs, sqlite_db, torch_text, trace_json
 from .base import RankData
 from .canonical import canonicalize, normalize_distinct, normalize_dtypes, normalize_shapes
 from .derive import concat_frames
+from .memory import MemoryData, memory_data, read_rank_memory, select_memory, step_intervals
 from .reduce import combine, samples_per_rank, select, summarize
 from .timeline import step_breakdown_from_kernels
 
@@ -37,9 +42,20 @@ class Format:
     read_rank: Callable[[Path], RankData | list[RankData]]
 
 
+def _db_with_kernels(path: Path) -> bool:
+    """A rank result holding a profiler db with kernels (one probe of its tables).
+
+    A db without COMPUTE_TASK_INFO gives way to a kernel_details.csv beside it (FORMATS.md
+    §12 priority 1 applies only when the db has kernels), and alone it is a kernel-less
+    rank (memory, steps, communication): ``kernelless.py`` reads it.
+    """
+    db = sqlite_db.find_db(path)
+    return db is not None and sqlite_db.has_kernels(db)
+
+
 FORMATS: list[Format] = [
     Format(sqlite_db.FORMAT, "ASCEND_PROFILER_OUTPUT/ascend_{pytorch,mindspore}_profiler_*.db",
-           sqlite_db.is_rank_dir, sqlite_db.read_rank),
+           _db_with_kernels, sqlite_db.read_rank),
     Format(torch_text.FORMAT, "ASCEND_PROFILER_OUTPUT/kernel_details.csv",
            torch_text.is_rank_dir, torch_text.read_rank),
     Format(msprof_dirs.FORMAT, "PROF_*/mindstudio_profiler_output/op_summary_*.csv",
@@ -49,27 +65,63 @@ FORMATS: list[Format] = [
     Format(cluster_output.FORMAT, "cluster_analysis_output/cluster_step_trace_time.csv",
            cluster_output.is_rank_dir, cluster_output.read_rank),
 ]
+# A rank without kernels: asked only once every kernel format has declined a path.
+KERNEL_LESS = Format(kernelless.FORMAT, kernelless.LOOKS_FOR, kernelless.is_rank_dir,
+                     kernelless.read_rank)
+# The torch_npu layouts, beside whose ranks kernel-less rank directories are looked for (a
+# PROF_* or cluster_analysis_output input covers its ranks in its own files).
+TORCH_LAYOUTS = (sqlite_db.FORMAT, torch_text.FORMAT, trace_json.FORMAT)
 
 
-def find_rank_sources(path: Path) -> tuple[Format, list[Path]]:
-    """Decide the format and list one source per rank; InputError says what was looked for."""
+@dataclass(frozen=True)
+class RankSource:
+    """One rank result to read (a directory or a file) and the format that reads it."""
+
+    path: Path
+    format: Format
+
+
+def _kernel_format(path: Path) -> Format | None:
+    return next((fmt for fmt in FORMATS if fmt.is_rank_dir(path)), None)
+
+
+def _looked_for() -> str:
+    return "; ".join(f.looks_for for f in (*FORMATS, KERNEL_LESS))
+
+
+def find_rank_sources(path: Path) -> tuple[Format, list[RankSource]]:
+    """Decide the input's format and list one source per rank, each with its reader.
+
+    ``path`` itself may be a rank result; else its subdirectories are: those of the first
+    format (priority order) that any of them has, plus, beside torch_npu layouts, those
+    that hold no kernels but steps, communication or memory. The format returned is the
+    kernel ranks' (``no_kernels`` when none has kernels). InputError says what was looked
+    for when nothing is found.
+    """
     if not path.exists():
         raise InputError(path, "no such file or directory")
-    for fmt in FORMATS:
-        if fmt.is_rank_dir(path):
-            return fmt, [path]
+    own = _kernel_format(path) or (KERNEL_LESS if KERNEL_LESS.is_rank_dir(path) else None)
+    if own is not None:
+        return own, [RankSource(path, own)]
     children = sorted(p for p in path.iterdir() if p.is_dir()) if path.is_dir() else []
-    for fmt in FORMATS:
-        ranks = [child for child in children if fmt.is_rank_dir(child)]
-        if ranks:
-            return fmt, ranks
-    wanted = "; ".join(f.looks_for for f in FORMATS)
-    raise InputError(path, f"no profile found: looked for {wanted} in this directory and "
-                           "in its subdirectories")
+    formats = {child: _kernel_format(child) for child in children}
+    fmt = next((f for f in FORMATS if any(found is f for found in formats.values())), None)
+    sources = [RankSource(child, fmt) for child in children if fmt and formats[child] is fmt]
+    if fmt is None or fmt.name in TORCH_LAYOUTS:
+        sources += [RankSource(child, KERNEL_LESS) for child in children
+                    if formats[child] is None and KERNEL_LESS.is_rank_dir(child)]
+    if not sources:
+        raise InputError(path, f"no profile found: looked for {_looked_for()} in this "
+                               "directory and in its subdirectories")
+    return fmt or KERNEL_LESS, sorted(sources, key=lambda s: s.path)
 
 
 def _assign_ranks(datas: list[RankData]) -> tuple[list[RankData], list[str]]:
-    """Give every rank an id; for duplicates keep the newest result (by directory name)."""
+    """Give every rank an id; for duplicates keep the newest result (by directory name).
+
+    Kernels, steps, communication and memory travel together in one RankData, so the
+    rank a duplicate loses is lost for all of them alike.
+    """
     warnings = []
     used = {d.rank for d in datas if d.rank is not None}
     free = (n for n in range(len(datas) + len(used) + 1) if n not in used)
@@ -125,30 +177,87 @@ def _keep_steps(data: RankData, ranges: StepRanges) -> None:
         data.comm = data.comm[_in_ranges(data.comm["step"], ranges)].reset_index(drop=True)
 
 
-def read_and_reduce(read_rank, fusion_map: Path | None, alias_map: Path | None,
-                    max_samples: int | None, keep_rows: bool, steps: StepRanges | None,
-                    source: Path) -> RankData | list[RankData]:
+def _step_spans(ops: pd.DataFrame) -> pd.DataFrame:
+    """Each step's span by its kernels: ``step``, ``start_us`` (first start), ``end_us``."""
+    stepped = ops[ops["step"].notna().to_numpy()]
+    start = stepped["start_ns"].to_numpy(np.int64)
+    end = start + np.rint(stepped["dur_us"].to_numpy() * 1000).astype(np.int64)
+    frame = pd.DataFrame({"step": stepped["step"].to_numpy(np.int64), "start": start,
+                          "end": end})
+    spans = frame.groupby("step", sort=True).agg(start=("start", "min"), end=("end", "max"))
+    return pd.DataFrame({"step": spans.index.to_numpy(np.int64),
+                         "start_us": spans["start"].to_numpy() / 1000.0,
+                         "end_us": spans["end"].to_numpy() / 1000.0})
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    """What every rank's worker is told besides its source (picklable, for Dask).
+
+    ``max_samples`` bounds the durations a rank keeps (``samples_per_rank``); ``keep_rows``
+    keeps the canonical rows and raw memory samples beside the summaries; ``steps`` selects
+    kernels, steps, communication and memory samples alike.
+    """
+
+    fusion_map: Path | None = None
+    alias_map: Path | None = None
+    max_samples: int | None = None
+    keep_rows: bool = True
+    steps: StepRanges | None = None
+
+
+def _reduce_kernels(data: RankData, plan: RankPlan) -> None:
+    """Canonical rows of the chosen steps, then a RunSummary (rows dropped unless kept)."""
+    data.has_kernels = len(data.ops) > 0
+    if data.has_kernels:
+        data.ops = conform_ops(_normalize_ops(data.ops, plan.fusion_map, plan.alias_map))
+        validate(data.ops)
+        _drop_rows_outside_steps(data)
+        data.step_spans = _step_spans(data.ops)
+    else:  # a cluster summary or a kernel-less rank: nothing to derive
+        data.ops = pd.DataFrame({c: pd.Series(dtype=t) for c, t in OP_COLUMNS.items()})
+    if plan.steps:
+        _keep_steps(data, plan.steps)
+    if data.steps is None and len(data.ops):
+        data.kernel_steps = step_breakdown_from_kernels(data.ops)
+    data.summary = summarize(data.ops, data.comm, plan.max_samples)
+    data.has_comm = data.comm is not None
+    if not plan.keep_rows:
+        data.ops = data.comm = None
+
+
+def _memory_intervals(data: RankData, steps: StepRanges | None) -> np.ndarray | None:
+    """The µs intervals of the chosen steps on this rank; None keeps all of its memory."""
+    if not steps or data.step_spans is None or data.step_spans.empty:
+        return None
+    return step_intervals(data.step_spans, _in_ranges(data.step_spans["step"], steps))
+
+
+def read_and_reduce(plan: RankPlan, source: RankSource) -> RankData | list[RankData]:
     """One rank's read-and-reduce, run in a thread or on a Dask worker.
 
-    The raw table (text, PMU columns unread) becomes canonical rows of the chosen
-    ``steps``, then a RunSummary; only the summary leaves the worker unless ``keep_rows``.
+    The raw table (text, PMU columns unread) becomes canonical rows of the chosen steps,
+    then a RunSummary; the rank's memory files are read and reduced to a MemorySummary in
+    the same call, their timed samples limited to the chosen steps' spans (see
+    ``read/memory.py``). Only the summaries leave the worker unless ``plan.keep_rows``.
+    A cluster summary (several ranks in one source) holds no memory.
     """
-    result = read_rank(source)
+    result = source.format.read_rank(source.path)
     for data in result if isinstance(result, list) else [result]:
-        if len(data.ops):
-            data.ops = conform_ops(_normalize_ops(data.ops, fusion_map, alias_map))
-            validate(data.ops)
-            _drop_rows_outside_steps(data)
-        else:  # a cluster summary has no kernels: nothing to derive
-            data.ops = pd.DataFrame({c: pd.Series(dtype=t) for c, t in OP_COLUMNS.items()})
-        if steps:
-            _keep_steps(data, steps)
-        if data.steps is None and len(data.ops):
-            data.kernel_steps = step_breakdown_from_kernels(data.ops)
-        data.summary = summarize(data.ops, data.comm, max_samples)
-        data.has_comm = data.comm is not None
-        if not keep_rows:
-            data.ops = data.comm = None
+        _reduce_kernels(data, plan)
+    if isinstance(result, list):
+        return result
+    intervals = _memory_intervals(result, plan.steps)
+    result.memory = read_rank_memory(source.path, plan.keep_rows, intervals)
+    if plan.steps and intervals is None and result.memory.recorded:
+        result.memory.notes.append("no kernel times to place its memory samples in steps: "
+                                   "they cover the whole profile, not only the chosen steps")
+    # Compared by name: on Dask the source's Format is a copy.
+    if source.format.name == KERNEL_LESS.name and not result.memory.recorded:
+        # The run's "ranks without kernels" warning says what such a rank holds; a note per
+        # missing memory file would only repeat that it holds no memory.
+        result.memory.notes = []
+        result.nothing = result.steps is None and not result.has_comm
     return result
 
 
@@ -162,14 +271,18 @@ def _steps_of(data: RankData) -> pd.DataFrame | None:
 
 
 def _step_breakdown(datas: list[RankData], warnings: list[str]) -> tuple[pd.DataFrame, str]:
-    """The profiler's step figures where a rank has them, else the kernel-derived ones."""
-    derived = [d.rank for d in datas if d.steps is None]
+    """The profiler's step figures where a rank has them, else the kernel-derived ones.
+
+    A rank with neither (memory alone) has no step figures and counts for neither.
+    """
+    derived = [d.rank for d in datas if d.steps is None and d.has_kernels]
+    stepped = [d for d in datas if d.steps is not None or d.has_kernels]
     steps = concat_frames(_steps_of(d) for d in datas)
     if not len(steps.columns):
         steps = pd.DataFrame({c: pd.Series(dtype="float64") for c in STEP_COLUMNS})
     if not derived:
         return steps, "step_trace_time"
-    if len(derived) == len(datas):
+    if len(derived) == len(stepped):
         warnings.append("no step_trace_time.csv: step breakdown recomputed from kernel "
                         "intervals (computing = union of non-communication kernels)")
         return steps, "kernels"
@@ -186,7 +299,9 @@ def _rank_list(ranks: list[int], limit: int = 12) -> str:
 def select_steps(run: Run, ranges: StepRanges | None) -> Run:
     """Keep only steps inside ``ranges`` (inclusive, None = open end).
 
-    A run without step ids is kept whole. Raises InputError when no step is left.
+    A run without step ids is kept whole. Memory is selected by the steps' kernel spans
+    when its raw samples were kept (else it stays whole, with a warning). Raises
+    InputError when no step is left.
     """
     summary = run.summary
     if not ranges or summary.ops["step"].isna().all():
@@ -203,30 +318,33 @@ def select_steps(run: Run, ranges: StepRanges | None) -> Run:
         return frame[_in_ranges(frame["step"], ranges)].reset_index(drop=True)
 
     summary = select(summary, keep, _in_ranges(summary.comm["step"], ranges))
+    memory = run.memory
+    if memory is not None and len(memory.step_spans):
+        memory = select_memory(memory, _in_ranges(memory.step_spans["step"], ranges))
     return replace(run, ops=chosen(run.ops), steps=chosen(run.steps), comm=chosen(run.comm),
-                   summary=summary)
+                   summary=summary, memory=memory)
 
 
-def _unread_children(path: Path, sources: list[Path]) -> list[str]:
-    """Rank-like subdirectories that no reader accepted (e.g. a rank without kernels)."""
-    if not path.is_dir() or path in sources:
+def _unread_children(path: Path, sources: list[RankSource]) -> list[str]:
+    """Rank-like subdirectories that no reader accepted (nothing readable in them)."""
+    paths = {s.path for s in sources}
+    if not path.is_dir() or path in paths:
         return []
-    return [f"{child.name}: no readable profile (looked for "
-            f"{'; '.join(f.looks_for for f in FORMATS)}); rank skipped"
+    return [f"{child.name}: no readable profile (looked for {_looked_for()}); rank skipped"
             for child in sorted(path.iterdir())
-            if child.is_dir() and child not in sources
+            if child.is_dir() and child not in paths
             and (child.name.endswith(("_ascend_pt", "_ascend_ms")) or
                  (child / torch_text.OUTPUT_DIR).is_dir())]
 
 
-def _read_on_dask(reader, sources: list[Path], scheduler: str, progress) -> list:
+def _read_on_dask(reader, sources: list, scheduler: str, progress, timeout_s: float) -> list:
     """Read ranks on an existing Dask cluster (optional extra ``cann-diff[dask]``)."""
     try:
         from distributed import Client
     except ImportError:
         raise InputError(None, "--scheduler needs Dask: pip install 'cann-diff[dask]'") from None
     try:
-        client = Client(scheduler, timeout=30, set_as_default=False)
+        client = Client(scheduler, timeout=timeout_s, set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(None, f"cannot reach Dask scheduler {scheduler}: {exc}") from None
     try:
@@ -240,18 +358,19 @@ def _read_on_dask(reader, sources: list[Path], scheduler: str, progress) -> list
         client.close()
 
 
-def read_all(reader, sources: list[Path], jobs: int, progress,
-              scheduler: str | None = None) -> list[RankData]:
+def read_all(reader, sources: list, jobs: int, progress, scheduler: str | None = None,
+             timeout_s: float = DEFAULT_SETTINGS.dask_timeout_s) -> list[RankData]:
     """Read every source in parallel threads (pyarrow and pandas release the GIL).
 
-    With ``scheduler`` the sources are read on that Dask cluster instead. A source may
-    hold several ranks (a cluster_analysis_output directory).
+    With ``scheduler`` the sources are read on that Dask cluster instead, waiting up to
+    ``timeout_s`` seconds for it. A source may hold several ranks (a
+    cluster_analysis_output directory).
     """
     def flat(results) -> list[RankData]:
         return [d for r in results for d in (r if isinstance(r, list) else [r])]
 
     if scheduler:
-        return flat(_read_on_dask(reader, sources, scheduler, progress))
+        return flat(_read_on_dask(reader, sources, scheduler, progress, timeout_s))
     if jobs <= 1 or len(sources) == 1:
         results = []
         for number, source in enumerate(sources, 1):
@@ -267,26 +386,90 @@ def read_all(reader, sources: list[Path], jobs: int, progress,
         return flat(results)
 
 
-def load_run(path: str | Path, label: str | None = None, *, fusion_map: Path | None = None,
+def _drop_empty(datas: list[RankData]) -> tuple[list[RankData], list[str]]:
+    """Leave out kernel-less ranks that held nothing usable; raise when no rank is left."""
+    empty = [d for d in datas if d.nothing]
+    if empty and len(empty) == len(datas):
+        raise kernelless.nothing_read(empty[0].source)
+    return [d for d in datas if not d.nothing], [
+        f"{d.source.name}: no kernels, steps, communication or memory data; rank skipped"
+        for d in empty]
+
+
+def _holdings(data: RankData) -> str:
+    held = [what for what, has in (("step breakdown", data.steps is not None),
+                                   ("communication", data.has_comm),
+                                   ("memory", data.memory is not None and data.memory.recorded))
+            if has]
+    return f"{', '.join(held)} only" if held else "nothing else"
+
+
+def _without_kernels(datas: list[RankData]) -> tuple[tuple[int, ...], list[str]]:
+    """Ranks read without kernels and, when other ranks have kernels, a warning naming them.
+
+    e.g. ``ranks without kernels: 1, 3 (step breakdown, communication only)``.
+    """
+    lacking = [d for d in datas if not d.has_kernels]
+    ranks = tuple(d.rank for d in lacking)
+    if not lacking or len(lacking) == len(datas):
+        return ranks, []
+    groups: dict[str, list[int]] = {}
+    for data in lacking:
+        groups.setdefault(_holdings(data), []).append(data.rank)
+    named = "; ".join(f"{_rank_list(group)} ({held})" for held, group in groups.items())
+    return ranks, [f"ranks without kernels: {named}"]
+
+
+STEPS_MEMORY_NOTE = ("steps chosen: memory samples are those inside the chosen steps' kernel "
+                     "spans; operator allocations and copy bytes cover the whole profile")
+
+
+def _memory_of(datas: list[RankData], keep_rows: bool, steps: StepRanges | None) -> MemoryData:
+    """The memory of the run: every rank that was read for it, under its rank id."""
+    read = [d for d in datas if d.memory is not None]
+    notes = [STEPS_MEMORY_NOTE] if steps and any(d.memory.recorded for d in read) else []
+    no_spans = pd.DataFrame({"step": pd.Series(dtype="int64"),
+                             "start_us": pd.Series(dtype="float64"),
+                             "end_us": pd.Series(dtype="float64")})
+    return memory_data([(d.rank, d.memory) for d in read],
+                       [d.step_spans if d.step_spans is not None else no_spans for d in read],
+                       keep_rows, notes)
+
+
+def _read_ranks(path: Path, settings: Settings, plan: RankPlan, jobs: int,
+                scheduler: str | None, progress) -> tuple[Format, list[RankData], list[str]]:
+    """Find and read the ranks of one input: its format, the ranks kept, warnings."""
+    fmt, sources = find_rank_sources(path)
+    with_kernels = sum(s.format.name != KERNEL_LESS.name for s in sources)
+    plan = replace(plan, max_samples=samples_per_rank(with_kernels))
+    reader = partial(read_and_reduce, plan)
+    datas = read_all(reader, sources, jobs, progress, scheduler, settings.dask_timeout_s)
+    datas, skipped = _drop_empty(datas)
+    datas, warnings = _assign_ranks(datas)
+    return fmt, datas, _unread_children(path, sources) + skipped + warnings
+
+
+def load_run(path: str | Path, label: str | None = None, *,
+             settings: Settings = DEFAULT_SETTINGS, fusion_map: Path | None = None,
              alias_map: Path | None = None, jobs: int = 1, scheduler: str | None = None,
              keep_rows: bool = True, steps: StepRanges | None = None,
              progress=lambda done, total: None) -> Run:
-    """Read a profile (any supported layout) into a canonical Run.
+    """Read a profile (any supported layout) into a canonical Run, memory included.
 
     ``label`` defaults to the directory name; ranks are read by ``jobs`` threads and
     ``progress(done, total)`` is called after each; with ``scheduler`` (a Dask
-    scheduler address) ranks are read on that cluster instead. Each rank is reduced to
-    its summary where it is read; ``keep_rows=False`` keeps only the summaries, which is
-    what a cluster of many ranks needs. ``steps`` keeps only those steps, before anything
-    is summarized (see ``select_steps``). Raises InputError/SchemaError on unusable input;
-    partial input (no communication.json, no step_trace_time.csv) yields warnings instead.
+    scheduler address) ranks are read on that cluster instead (``settings.dask_timeout_s``
+    to reach it). Each rank is read once and reduced where it is read: kernels, steps,
+    communication and memory (``Run.memory``) come from the same ranks under the same ids.
+    ``keep_rows=False`` keeps only the summaries, which is what a cluster of many ranks
+    needs. ``steps`` keeps only those steps, memory samples included, before anything is
+    summarized (see ``select_steps``). Raises InputError/SchemaError on unusable input;
+    partial input (no communication.json, no step_trace_time.csv, a rank without kernels)
+    yields warnings instead.
     """
     path = Path(path)
-    fmt, sources = find_rank_sources(path)
-    reader = partial(read_and_reduce, fmt.read_rank, fusion_map, alias_map,
-                     samples_per_rank(len(sources)), keep_rows, steps)
-    datas, warnings = _assign_ranks(read_all(reader, sources, jobs, progress, scheduler))
-    warnings = _unread_children(path, sources) + warnings
+    plan = RankPlan(fusion_map, alias_map, None, keep_rows, steps)
+    fmt, datas, warnings = _read_ranks(path, settings, plan, jobs, scheduler, progress)
     for data in datas:
         warnings += data.warnings
     summary = combine([(d.rank, d.summary) for d in datas])
@@ -308,27 +491,50 @@ def load_run(path: str | Path, label: str | None = None, *, fusion_map: Path | N
         raise InputError(path, f"--steps selects no step of this profile "
                                f"(it has steps {available})")
     if summary.kernels == 0:
-        warnings.append("no kernel rows (a cluster summary): operator comparison unavailable")
-    steps, step_source = _step_breakdown(datas, warnings)
+        what = " (a cluster summary)" if fmt.name == cluster_output.FORMAT else ""
+        warnings.append(f"no kernel rows{what}: operator comparison unavailable")
+    step_frame, step_source = _step_breakdown(datas, warnings)
     has_comm_ops = (summary.ops["category"] == "communication").any()
     if has_comm_ops and not any(d.has_comm for d in datas):
         warnings.append("no communication.json: transit/wait split of communication unavailable")
-    ops = comm = None
-    if keep_rows:
-        for data in datas:
-            data.ops["rank"] = data.rank
-            if data.comm is not None:  # a rank id assigned here, not known to the reader
-                data.comm["rank"] = data.rank
-        ops = conform_ops(concat_frames(d.ops for d in datas))
-        comm_frames = [d.comm for d in datas if d.comm is not None]
-        comm = concat_frames(comm_frames) if comm_frames else empty_comm()
-    info = datas[0].info
-    meta = RunMeta(path=str(path), format=fmt.name, ranks=tuple(d.rank for d in datas),
+    without_kernels, note = _without_kernels(datas)
+    ops, comm = _rows_of(datas) if keep_rows else (None, None)
+    return Run(label or default_label(path), _meta_of(path, fmt, datas), ops, step_frame, comm,
+               summary, step_source, tuple(warnings + note),
+               _memory_of(datas, keep_rows, steps), without_kernels)
+
+
+def _rows_of(datas: list[RankData]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The kept canonical rows and communication rows of every rank, under its rank id."""
+    for data in datas:
+        data.ops["rank"] = data.rank
+        if data.comm is not None:  # a rank id assigned here, not known to the reader
+            data.comm["rank"] = data.rank
+    comm_frames = [d.comm for d in datas if d.comm is not None]
+    return (conform_ops(concat_frames(d.ops for d in datas)),
+            concat_frames(comm_frames) if comm_frames else empty_comm())
+
+
+def _meta_of(path: Path, fmt: Format, datas: list[RankData]) -> RunMeta:
+    """Versions and device from the first rank with kernels (else the first rank)."""
+    info = next((d.info for d in datas if d.has_kernels), datas[0].info)
+    return RunMeta(path=str(path), format=fmt.name, ranks=tuple(d.rank for d in datas),
                    cann_version=info.get("cann_version"),
                    torch_npu_version=info.get("torch_npu_version"),
                    device=info.get("device"), profiler_level=info.get("profiler_level"))
-    return Run(label or default_label(path), meta, ops, steps, comm, summary, step_source,
-               tuple(warnings))
+
+
+def read_memory(path: str | Path, *, jobs: int = 1, scheduler: str | None = None,
+                keep_rows: bool = True, steps: StepRanges | None = None,
+                settings: Settings = DEFAULT_SETTINGS) -> MemoryData:
+    """The device memory of one input: ``load_run(path, …).memory`` (for library users).
+
+    One pass over the input, kernels included: the ranks and their ids are the Run's.
+    Missing files (the profile was taken without ``profile_memory``) become warnings;
+    unreadable or truncated files raise InputError, files lacking columns SchemaError.
+    """
+    return load_run(path, settings=settings, jobs=jobs, scheduler=scheduler,
+                    keep_rows=keep_rows, steps=steps).memory
 
 
 def default_label(path: Path) -> str:

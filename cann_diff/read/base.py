@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from ..schema import RunSummary
+
+if TYPE_CHECKING:  # memory.py reads files through modules that import this one
+    from .memory import RankMemory
 
 
 @dataclass
@@ -36,3 +40,7 @@ class RankData:
     outside_steps: int = 0  # kernels left out for lying outside every profiler step
     has_comm: bool = False  # communication detail was read (before ``comm`` may be dropped)
     step_ids: tuple[int, ...] = ()  # step ids the rank had before a step selection
+    has_kernels: bool = True  # kernel rows were read (before a step selection)
+    step_spans: pd.DataFrame | None = None  # step, start_us, end_us by its kernels
+    memory: RankMemory | None = None  # None: no memory read (a cluster summary)
+    nothing: bool = False  # a kernel-less rank that held nothing usable either

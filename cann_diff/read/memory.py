@@ -1,26 +1,53 @@
-"""Memory of one input: find its ranks, read each where it is read, reduce it there.
+"""Memory of one rank, read and reduced in the worker that reads its kernels.
 
-``read_memory(path) -> MemoryData`` reads one input (a rank directory, an
-``ASCEND_PROFILER_OUTPUT`` directory, a profiler db or a directory of rank directories).
-A rank's memory files can hold hundreds of thousands of samples and a cluster has
-hundreds of ranks, so each rank is reduced, in the thread or Dask worker that read it, to
-what the comparison needs (``MemorySummary``): peaks per component, a peak-preserving
-timeline of at most ``MAX_POINTS`` samples per component, allocations per operator name,
-module peaks and HBM bandwidth sums. The raw frames are kept only when asked for.
+``read_rank_memory(source, keep_rows, intervals)`` reads the memory files of one rank
+source (a rank directory, its ``ASCEND_PROFILER_OUTPUT``, or a profiler db), text first and
+each missing file from its db twin. A rank's memory files can hold hundreds of thousands
+of samples and a cluster has hundreds of ranks, so each rank is reduced there to what the
+comparison needs (``MemorySummary``): peaks per component, a peak-preserving timeline of at
+most ``MAX_POINTS`` samples per component, allocations per operator name, module peaks and
+HBM bandwidth sums. The raw frames are kept only when asked for. ``memory_data`` stacks the
+ranks of one input, under the rank ids ``load_run`` gave them, into a ``MemoryData``.
+
+Steps and clocks
+----------------
+``--steps`` keeps the memory samples (memory_record, npu_module_mem, HBM) that lie inside
+the chosen steps' time span, taken from the rank's kernels: a step spans from its first
+kernel's start to its last kernel's end, and consecutive chosen steps form one span (the
+gap between them included). Peaks and the timeline are computed after that selection.
+
+The clocks agree: ``Timestamp(us)`` of memory_record.csv / npu_module_mem.csv, the ``ts``
+of trace_view.json's HBM counters and the kernels' ``Start Time(us)`` are all µs of local
+Unix time (the profiler converts the device's cycle counter to host time), and so are the
+db's ``timestampNs``. Measured on real exports (../shared/realdata, one step each):
+
+* MI-2025 text/level1 rank 0 — kernels 1736408883704643 … 1736408883841224 µs (136.6 ms).
+  Its PTA allocator samples start 10.4 ms *before* the first kernel (the host allocates
+  ahead of the device running the kernel): 12 of 381 fall outside the kernel span, all
+  381 inside the host's ProfilerStep#50 window of trace_view.json (which opens 17.9 ms
+  before the first kernel); 113 of 114 GE samples inside. Its APP samples (the driver's,
+  every ~20 ms) start 131 ms before the first kernel, during the warm-up: 7 of 14 inside.
+  npu_module_mem: 539 of 1078 inside; HBM counters: 48 of 104 inside.
+* CANN 8.3 st/level2 rank 0 (810 ms step): 9301 of 9309 PTA samples, all 41 APP inside.
+* MI-2023 test_rank_0 (tests/data): both APP samples lie 40–60 ms before the first kernel
+  of step 2; the three PTA samples inside, 1 of 3 GE samples inside.
+
+A step selection therefore drops the host's allocations made a few ms before the first
+kernel of the first chosen step; the profiler's host-side step windows (ProfilerStep#,
+STEP_TIME) would keep them, but the format readers do not hand them over. Operator
+allocations (operator_memory.csv) and copy bytes (MEMCPY_INFO) carry no sample time here
+and always cover the whole profile.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-from functools import partial
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from . import find_rank_sources, read_all
 from .derive import concat_frames
 from .memory_files import (
     COPY_COLUMNS,
@@ -49,6 +76,9 @@ from .memory_files import (
 from .torch_text import output_dir, rank_dir_of
 
 MEMORY_FILES = (MEMORY_RECORD, OPERATOR_MEMORY, NPU_MODULE_MEM)
+# db tables that hold memory or data movement: a db without kernels but with one of these
+# is a memory-only rank result.
+MEMORY_TABLES = {"MEMORY_RECORD", "NPU_MEM", "OP_MEMORY", "NPU_MODULE_MEM", "MEMCPY_INFO", "HBM"}
 MAX_POINTS = 2000  # timeline samples kept per rank and component
 
 PEAK_COLUMNS = ("component", "allocated_mb", "reserved_mb")
@@ -56,6 +86,7 @@ TIMELINE_COLUMNS = ("component", "time_ms", "reserved_mb")
 OPERATOR_TOTAL_COLUMNS = ("name", "count", "total_mb", "largest_mb")
 MODULE_PEAK_COLUMNS = ("component", "reserved_mb")
 HBM_TOTAL_COLUMNS = ("direction", "samples", "total_gbps", "peak_gbps")
+SPAN_COLUMNS = ("step", "start_us", "end_us")
 
 
 def _no_rows(columns: tuple[str, ...]) -> pd.DataFrame:
@@ -93,7 +124,9 @@ class MemoryData:
     ``keep_rows`` the raw samples are kept too (else None): ``records`` (rank, component,
     time_us, allocated_mb, reserved_mb), ``operators`` (rank, name, size_mb, one row per
     allocation), ``modules`` (rank, component, time_us, reserved_mb) and ``hbm`` (rank,
-    direction, time_us, gbps).
+    direction, time_us, gbps). ``step_spans``: rank, step, start_us, end_us — each step's
+    span by its kernels (first start to last end, before any step selection), what a later
+    ``select_steps`` selects the raw samples by.
     """
 
     ranks: tuple[int, ...]
@@ -104,33 +137,12 @@ class MemoryData:
     operators: pd.DataFrame | None = None
     modules: pd.DataFrame | None = None
     hbm: pd.DataFrame | None = None
+    step_spans: pd.DataFrame = field(default_factory=lambda: _no_rows(SPAN_COLUMNS))
 
 
-def _has_memory(path: Path) -> bool:
-    out = output_dir(path)
-    return any((out / name).is_file() for name in MEMORY_FILES) or any(out.glob(DB_GLOB))
-
-
-def _rank_dirs(path: Path) -> list[Path]:
-    """Rank directories of an input: find_rank_sources' answer when it has one.
-
-    A db-only or memory-only result has no kernel_details.csv, which is what the
-    registered formats look for; such directories are then found by their memory files.
-    """
-    try:
-        return find_rank_sources(path)[1]
-    except InputError:
-        if path.is_file() and path.match(DB_GLOB):
-            return [path]
-        if not path.is_dir():
-            raise
-        if _has_memory(path):
-            return [path]
-        ranks = sorted(child for child in path.iterdir() if child.is_dir() and
-                       _has_memory(child))
-        if not ranks:
-            raise
-        return ranks
+def _missing(text_name: str, table: str, has_db: bool, what: str) -> str:
+    twin = f" (nor a {table} table in the db)" if has_db else ""
+    return f"no {text_name}{twin}; {what} (was profile_memory=True?)"
 
 
 def _locate(source: Path) -> tuple[Path, list[Path]]:
@@ -141,93 +153,85 @@ def _locate(source: Path) -> tuple[Path, list[Path]]:
     return out, sorted(out.glob(DB_GLOB))
 
 
-def _rank_ids(rank_dirs: list[Path]) -> tuple[list[int], list[str]]:
-    """Rank from ``profiler_info_<rank>.json``, else the db name, else the position."""
-    ranks = []
-    for position, rank_dir in enumerate(rank_dirs):
-        out, dbs = _locate(rank_dir)
-        names = sorted(p.name for p in rank_dir_of(out).glob("profiler_info_*.json"))
-        names += [p.name for p in dbs]
-        found = [m.group(1) for m in map(re.compile(r"_(\d+)\.(?:json|db)$").search, names)
-                 if m]
-        ranks.append(int(found[0]) if found else position)
-    if len(set(ranks)) < len(ranks):
-        return list(range(len(rank_dirs))), ["several results carry the same rank id; "
-                                             "ranks numbered by directory order instead"]
-    return ranks, []
+def has_memory_files(source: Path) -> bool:
+    """True when a rank source holds a memory text file or a profiler db."""
+    out, dbs = _locate(source)
+    return bool(dbs) or any((out / name).is_file() for name in MEMORY_FILES)
 
 
-def _missing(label: str, text_name: str, table: str, has_db: bool, what: str) -> str:
-    twin = f" (nor a {table} table in the db)" if has_db else ""
-    return f"{label}: no {text_name}{twin}; {what} (was profile_memory=True?)"
+def _read_hbm(connection, db: Path | None, tables: set[str], out: Path,
+              notes: list[str]) -> pd.DataFrame:
+    """HBM samples from the db, else from a trace_view.json that is small enough."""
+    if "HBM" in tables:
+        return read_db_hbm(connection, db)
+    trace = out / TRACE_VIEW
+    if trace.is_file() and trace.stat().st_size <= TRACE_HBM_MAX_BYTES:
+        return read_trace_hbm(trace) if _mentions_hbm(trace) \
+            else _no_rows(HBM_COLUMNS).drop(columns="rank")
+    if trace.is_file():
+        # Streaming a multi-GB trace again only for HBM counters would dominate the run; the
+        # db export carries the same samples in its HBM table.
+        notes.append(f"{TRACE_VIEW} over {TRACE_HBM_MAX_BYTES // 2**20} MiB: HBM bandwidth "
+                     "not read (export_type=db has it in the HBM table)")
+    return _no_rows(HBM_COLUMNS).drop(columns="rank")
 
 
-def _read_files(rank_dir: Path, rank: int) -> tuple:
+def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[str], bool]:
     """Read one rank: text files first, each missing one from the db twin when present.
 
-    Returns records, operators, modules, warnings, copies and HBM samples. Copy bytes
+    Returns the frames (records, operators, modules, copies, hbm), notes (what is missing,
+    without the rank label) and whether the rank recorded any memory at all. Copy bytes
     come from the db only; HBM from the db, else from trace_view.json.
     """
-    out, dbs = _locate(rank_dir)
-    label = f"rank {rank} ({rank_dir_of(out).name})"
-    warnings = [f"{label}: several profiler dbs; using {dbs[0].name}"] if len(dbs) > 1 else []
+    out, dbs = _locate(source)
+    notes = [f"several profiler dbs; using {dbs[0].name}"] if len(dbs) > 1 else []
     text = {name: (out / name).is_file() for name in MEMORY_FILES}
-    connection = open_db(dbs[0]) if dbs else None
+    db = dbs[0] if dbs else None
+    connection = open_db(db) if db else None
     try:
         try:
-            tables = db_tables(connection, dbs[0]) if connection else set()
+            tables = db_tables(connection, db) if connection else set()
         except InputError as exc:
             if not all(text.values()):
                 raise
             # Every memory file is in text: the db only adds copies and HBM samples.
             tables = set()
-            warnings.append(f"{label}: {exc}; copies and HBM bandwidth not read from it")
+            notes.append(f"{exc}; copies and HBM bandwidth not read from it")
+        frames = {}
         if text[MEMORY_RECORD]:
-            records, notes = read_memory_record(out / MEMORY_RECORD)
-            warnings += [f"{label}: {note}" for note in notes]
+            frames["records"], more = read_memory_record(out / MEMORY_RECORD)
+            notes += more
         elif tables & {"MEMORY_RECORD", "NPU_MEM"}:
-            records = read_db_records(connection, dbs[0], tables)
+            frames["records"] = read_db_records(connection, db, tables)
         else:
-            records = empty_frame(RECORD_COLUMNS)
-            warnings.append(_missing(label, MEMORY_RECORD, "MEMORY_RECORD", bool(dbs),
-                                     "peak memory unknown"))
+            frames["records"] = empty_frame(RECORD_COLUMNS)
+            notes.append(_missing(MEMORY_RECORD, "MEMORY_RECORD", bool(dbs),
+                                  "peak memory unknown"))
         if text[OPERATOR_MEMORY]:
-            operators = read_operator_memory(out / OPERATOR_MEMORY)
+            frames["operators"] = read_operator_memory(out / OPERATOR_MEMORY)
         elif "OP_MEMORY" in tables:
-            operators = read_db_operators(connection, dbs[0])
+            frames["operators"] = read_db_operators(connection, db)
         else:
-            operators = empty_frame(OPERATOR_COLUMNS)
-            warnings.append(_missing(label, OPERATOR_MEMORY, "OP_MEMORY", bool(dbs),
-                                     "per-operator allocations unknown"))
+            frames["operators"] = empty_frame(OPERATOR_COLUMNS)
+            notes.append(_missing(OPERATOR_MEMORY, "OP_MEMORY", bool(dbs),
+                                  "per-operator allocations unknown"))
         if text[NPU_MODULE_MEM]:
-            modules, notes = read_npu_module_mem(out / NPU_MODULE_MEM)
-            warnings += [f"{label}: {note}" for note in notes]
+            frames["modules"], more = read_npu_module_mem(out / NPU_MODULE_MEM)
+            notes += more
         elif "NPU_MODULE_MEM" in tables:
-            modules = read_db_modules(connection, dbs[0], tables)
+            frames["modules"] = read_db_modules(connection, db, tables)
         else:
-            modules = empty_frame(MODULE_COLUMNS)
-            warnings.append(_missing(label, NPU_MODULE_MEM, "NPU_MODULE_MEM", bool(dbs),
-                                     "memory per module unknown"))
-        copies = read_db_copies(connection, dbs[0], tables) if "MEMCPY_INFO" in tables \
+            frames["modules"] = empty_frame(MODULE_COLUMNS)
+            notes.append(_missing(NPU_MODULE_MEM, "NPU_MODULE_MEM", bool(dbs),
+                                  "memory per module unknown"))
+        frames["copies"] = read_db_copies(connection, db, tables) if "MEMCPY_INFO" in tables \
             else _no_rows(COPY_COLUMNS).drop(columns="rank")
-        if "HBM" in tables:
-            hbm = read_db_hbm(connection, dbs[0])
-        elif (out / TRACE_VIEW).is_file() and \
-                (out / TRACE_VIEW).stat().st_size <= TRACE_HBM_MAX_BYTES:
-            hbm = read_trace_hbm(out / TRACE_VIEW) if _mentions_hbm(out / TRACE_VIEW) \
-                else _no_rows(HBM_COLUMNS).drop(columns="rank")
-        else:
-            if (out / TRACE_VIEW).is_file():
-                # Streaming a multi-GB trace again only for HBM counters would dominate the
-                # run; the db export carries the same samples in its HBM table.
-                warnings.append(f"{label}: {TRACE_VIEW} over "
-                                f"{TRACE_HBM_MAX_BYTES // 2**20} MiB: HBM bandwidth not read "
-                                "(export_type=db has it in the HBM table)")
-            hbm = _no_rows(HBM_COLUMNS).drop(columns="rank")
+        frames["hbm"] = _read_hbm(connection, db, tables, out, notes)
     finally:
         if connection is not None:
             connection.close()
-    return records, operators, modules, warnings, copies, hbm
+    recorded = any(text.values()) or bool(tables & MEMORY_TABLES) or len(frames["hbm"]) > 0
+    return frames, notes, recorded
 
 
 TRACE_HBM_MAX_BYTES = 256 * 2**20
@@ -242,6 +246,47 @@ def _mentions_hbm(path: Path) -> bool:
             return False
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
             return data.find(b'"HBM"') >= 0
+
+
+# --------------------------------------------------------------------------- steps
+
+
+def step_intervals(spans: pd.DataFrame, chosen: np.ndarray) -> np.ndarray:
+    """Time intervals (µs, shape (k, 2), sorted) of the chosen steps of one rank.
+
+    ``spans`` holds one rank's ``step``, ``start_us``, ``end_us`` (see ``MemoryData``),
+    ``chosen`` marks the steps selected. Consecutive chosen steps (in the rank's own step
+    order) merge into one interval, so that the samples between them are kept too.
+    """
+    order = np.argsort(spans["step"].to_numpy(np.int64), kind="stable")
+    picked = np.asarray(chosen, dtype=bool)[order]
+    if not picked.any():
+        return np.empty((0, 2))
+    run = np.cumsum(~picked)[picked]  # one id per run of consecutive chosen steps
+    starts = spans["start_us"].to_numpy(np.float64)[order][picked]
+    ends = spans["end_us"].to_numpy(np.float64)[order][picked]
+    frame = pd.DataFrame({"run": run, "start": starts, "end": ends})
+    merged = frame.groupby("run", sort=True).agg(start=("start", "min"), end=("end", "max"))
+    return merged[["start", "end"]].to_numpy(np.float64)
+
+
+def _inside(times: pd.Series, intervals: np.ndarray) -> np.ndarray:
+    """Which ``times`` (µs) fall inside one of ``intervals`` (ends included)."""
+    values = times.to_numpy(np.float64)
+    if not len(intervals):
+        return np.zeros(len(values), dtype=bool)
+    at = np.searchsorted(intervals[:, 0], values, side="right") - 1
+    return (at >= 0) & (values <= intervals[np.maximum(at, 0), 1])
+
+
+def keep_inside(frames: dict[str, pd.DataFrame], intervals: np.ndarray
+                ) -> dict[str, pd.DataFrame]:
+    """The frames with only the timed samples (records, modules, hbm) inside ``intervals``."""
+    kept = dict(frames)
+    for name in ("records", "modules", "hbm"):
+        frame = frames[name]
+        kept[name] = frame[_inside(frame["time_us"], intervals)].reset_index(drop=True)
+    return kept
 
 
 # --------------------------------------------------------------------------- per rank
@@ -281,24 +326,49 @@ def summarize_memory(records: pd.DataFrame, operators: pd.DataFrame, modules: pd
                          module_peaks.reset_index(), bandwidth.reset_index())
 
 
+RAW_FRAMES = {"records": RECORD_COLUMNS, "operators": OPERATOR_COLUMNS,
+              "modules": MODULE_COLUMNS, "hbm": HBM_COLUMNS}
+
+
 @dataclass
 class RankMemory:
-    """One rank's memory as a worker hands it back."""
+    """One rank's memory as its worker hands it back (frames without a rank column).
 
-    rank: int
+    ``name`` is the rank directory's name (for the warnings, labelled once the rank id is
+    known); ``notes`` say what is missing; ``recorded`` is False when the rank holds no
+    memory file or table at all; ``raw`` (records, operators, modules, hbm) only with
+    ``keep_rows``.
+    """
+
+    name: str
     summary: MemorySummary
     copies: pd.DataFrame
-    warnings: list[str]
-    raw: tuple[pd.DataFrame, ...] | None  # records, operators, modules, hbm
+    notes: list[str]
+    recorded: bool
+    raw: dict[str, pd.DataFrame] | None = None
 
 
-def read_and_reduce_memory(keep_rows: bool, source: tuple[Path, int]) -> RankMemory:
-    """Read one rank's memory files and reduce them, in a thread or on a Dask worker."""
-    rank_dir, rank = source
-    records, operators, modules, warnings, copies, hbm = _read_files(rank_dir, rank)
-    summary = summarize_memory(records, operators, modules, hbm)
-    return RankMemory(rank, summary, copies, warnings,
-                      (records, operators, modules, hbm) if keep_rows else None)
+def _summarize(frames: dict[str, pd.DataFrame]) -> MemorySummary:
+    return summarize_memory(frames["records"], frames["operators"], frames["modules"],
+                            frames["hbm"])
+
+
+def read_rank_memory(source: Path, keep_rows: bool,
+                     intervals: np.ndarray | None = None) -> RankMemory:
+    """Read one rank's memory and reduce it, in the thread or Dask worker that read the rank.
+
+    ``intervals`` (µs, from ``step_intervals``) keeps only the timed samples inside the
+    chosen steps, before anything is summarized; None keeps the whole profile.
+    """
+    frames, notes, recorded = _read_files(source)
+    if intervals is not None:
+        frames = keep_inside(frames, intervals)
+    raw = {name: frames[name] for name in RAW_FRAMES} if keep_rows else None
+    return RankMemory(rank_dir_of(_locate(source)[0]).name, _summarize(frames),
+                      frames["copies"], notes, recorded, raw)
+
+
+# --------------------------------------------------------------------------- one input
 
 
 def _stack(frames: list[pd.DataFrame], ranks: list[int], columns: tuple[str, ...]):
@@ -308,36 +378,60 @@ def _stack(frames: list[pd.DataFrame], ranks: list[int], columns: tuple[str, ...
     return concat_frames(tagged)[["rank", *columns]]
 
 
-def read_memory(path: str | Path, *, jobs: int = 1, scheduler: str | None = None,
-                keep_rows: bool = True) -> MemoryData:
-    """Read the memory files of every rank of one input into a MemoryData.
+SUMMARY_FRAMES = {"peaks": PEAK_COLUMNS, "timelines": TIMELINE_COLUMNS,
+                  "operators": OPERATOR_TOTAL_COLUMNS, "modules": MODULE_PEAK_COLUMNS,
+                  "hbm": HBM_TOTAL_COLUMNS}
 
-    Ranks are read by ``jobs`` threads, or on the Dask cluster at ``scheduler``;
-    ``keep_rows=False`` keeps only the per-rank summaries. Missing files (the profile was
-    taken without ``profile_memory``) become warnings; unreadable or truncated files raise
-    InputError, files lacking columns SchemaError.
+
+def _stack_summaries(summaries: list[MemorySummary], ranks: list[int]) -> MemorySummary:
+    return MemorySummary(**{name: _stack([getattr(s, name) for s in summaries], ranks, columns)
+                            for name, columns in SUMMARY_FRAMES.items()})
+
+
+def memory_data(parts: list[tuple[int, RankMemory]], spans: list[pd.DataFrame],
+                keep_rows: bool, warnings: list[str] = ()) -> MemoryData:
+    """Stack the ranks of one input (``(rank id, RankMemory)``, ``spans`` alike) into one.
+
+    Each rank's notes become warnings ``rank <id> (<directory>): <note>``, after
+    ``warnings`` (which concern the input as a whole).
     """
-    rank_dirs = _rank_dirs(Path(path))
-    ranks, warnings = _rank_ids(rank_dirs)
-    parts = read_all(partial(read_and_reduce_memory, keep_rows), list(zip(rank_dirs, ranks)),
-                     jobs, lambda done, total: None, scheduler)
-    for part in parts:
-        warnings += part.warnings
-
-    def stacked(name: str, columns: tuple[str, ...]) -> pd.DataFrame:
-        return _stack([getattr(p.summary, name) for p in parts], ranks, columns)
-
-    summary = MemorySummary(stacked("peaks", PEAK_COLUMNS),
-                            stacked("timelines", TIMELINE_COLUMNS),
-                            stacked("operators", OPERATOR_TOTAL_COLUMNS),
-                            stacked("modules", MODULE_PEAK_COLUMNS),
-                            stacked("hbm", HBM_TOTAL_COLUMNS))
+    ranks = [rank for rank, _ in parts]
+    labelled = list(warnings) + [f"rank {rank} ({part.name}): {note}"
+                                 for rank, part in parts for note in part.notes]
     raw = {}
     if keep_rows:
-        for index, (name, columns) in enumerate((("records", RECORD_COLUMNS),
-                                                 ("operators", OPERATOR_COLUMNS),
-                                                 ("modules", MODULE_COLUMNS),
-                                                 ("hbm", HBM_COLUMNS))):
-            raw[name] = _stack([p.raw[index] for p in parts], ranks, columns)
-    return MemoryData(ranks=tuple(ranks), summary=summary, warnings=tuple(warnings),
-                      copies=_stack([p.copies for p in parts], ranks, COPY_COLUMNS), **raw)
+        raw = {name: _stack([p.raw[name] for _, p in parts], ranks, columns)
+               for name, columns in RAW_FRAMES.items()}
+    return MemoryData(ranks=tuple(ranks), summary=_stack_summaries([p.summary for _, p in parts],
+                                                                   ranks),
+                      warnings=tuple(labelled),
+                      copies=_stack([p.copies for _, p in parts], ranks, COPY_COLUMNS),
+                      step_spans=_stack(spans, ranks, SPAN_COLUMNS), **raw)
+
+
+def select_memory(memory: MemoryData, chosen: np.ndarray) -> MemoryData:
+    """The memory of the steps marked in ``chosen`` (one flag per ``memory.step_spans`` row).
+
+    Needs the raw samples (``keep_rows``); without them the memory is returned whole with a
+    warning. Ranks without step spans (no kernels, or no step ids) are kept whole.
+    """
+    if memory.records is None:
+        return replace(memory, warnings=(*memory.warnings, "memory rows were not kept: its "
+                                         "figures cover every step (pass steps= to load_run)"))
+    raw = {name: getattr(memory, name) for name in RAW_FRAMES}
+    summaries, kept = [], {name: [] for name in RAW_FRAMES}
+    spans = memory.step_spans.assign(chosen=np.asarray(chosen, dtype=bool))
+    for rank in memory.ranks:
+        frames = {name: frame[(frame["rank"] == rank).to_numpy()].drop(columns="rank")
+                  for name, frame in raw.items()}
+        rank_spans = spans[(spans["rank"] == rank).to_numpy()]
+        if len(rank_spans):
+            frames = keep_inside(frames, step_intervals(rank_spans,
+                                                        rank_spans["chosen"].to_numpy()))
+        summaries.append(_summarize(frames))
+        for name in RAW_FRAMES:
+            kept[name].append(frames[name])
+    ranks = list(memory.ranks)
+    return replace(memory, summary=_stack_summaries(summaries, ranks),
+                   **{name: _stack(kept[name], ranks, columns)
+                      for name, columns in RAW_FRAMES.items()})
