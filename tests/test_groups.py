@@ -36,7 +36,7 @@ from cann_diff.read import load_run
 
 MI = REALDATA / "Ascend__msinsight/test/data/pytorch/text"
 ST = REALDATA / "Ascend__msinsight/test/st/level2"
-TWIN_2024 = DATA / "realdata/qianxiaoxixixi__MsInsightForEveryOne/test/data/pytorch/text/level1"
+TWIN_2024 = DATA / "cross_stack/qianxiaoxixixi__MsInsightForEveryOne/test/data/pytorch/text/level1"
 MI_2025_RANK0 = DATA / "realdata/Ascend__msinsight/test/data/pytorch/text/level1/rank0_ascend_pt"
 
 

@@ -10,7 +10,7 @@ old type and one new kernel of the successor, on shapes no other case uses
   input instead and the successor's ``k`` is a 0-D ``""``): the ``renamed`` rung.
 
 Real pair: rank 0 of one AlexNet-like job on a 2024 stack (C0 = 16, FP16, ``...D``
-kernels) and a 2025 one (C0 = 8, FP32), both copied under tests/data/realdata. The
+kernels; tests/data/cross_stack) and a 2025 one (C0 = 8, FP32; tests/data/realdata). The
 expected pairs below were read off the two kernel_details.csv by hand: the successor
 adds a small input (``;1``, ``;2``, ``4;``, ``;4;``) and halves C0, so C1 doubles.
 """
@@ -36,7 +36,7 @@ RENAMES = json.loads((Path(__file__).resolve().parent.parent / "cann_diff" / "da
 ENTRIES = {k: v for k, v in RENAMES.items() if not k.startswith("_")}
 CASES = [(old, new) for old, spec in ENTRIES.items() for new in spec["to"]]
 
-OLD = DATA / "realdata/qianxiaoxixixi__MsInsightForEveryOne/test/data/pytorch/text/level1"
+OLD = DATA / "cross_stack/qianxiaoxixixi__MsInsightForEveryOne/test/data/pytorch/text/level1"
 NEW = DATA / "realdata/Ascend__msinsight/test/data/pytorch/text/level1"
 
 
