@@ -1,30 +1,51 @@
 """Match stage: pair the operators of two runs by canonical type and input shapes.
 
-The ladder (DESIGN.md "Canonical operators"): exact ``op_type`` + shapes, then
-``family`` + shapes (``MatMulV2`` ↔ ``MatMulV3``), then ``family`` alone. Whatever is
-left is ``added`` or ``removed`` — a result, never an error. Each rung is one outer
-merge of the groups still unmatched (datacompy's ``_dataframe_merge`` pattern).
+The ladder (DESIGN.md "Canonical operators"), each rung over the groups the rungs above
+left unpaired:
+
+1. ``exact`` — same ``op_type`` and ``input_shapes``;
+2. ``family`` — same ``family`` and ``input_shapes`` (``MatMulV2`` ↔ ``MatMulV3``, and the
+   renames of data/renames.json: ``ReduceSumD`` ↔ ``ReduceSum``);
+3. ``renamed`` / ``normalized`` — same ``family`` and ``match_shapes``: the shapes with the
+   small attribute inputs newer kernels take set aside and C0 blocks folded out
+   (read/canonical.py ``match_shapes``), where one side has no such inputs or both the
+   same ones. ``renamed`` when the types differ (``ReduceSumD`` ``32,64,3025`` ↔
+   ``ReduceSum`` ``32,64,3025;2``), ``normalized`` when only the shapes did (``Conv2D``
+   with C0 16 ↔ C0 8);
+4. ``type-only`` — same ``family``, whatever the shapes.
+
+Whatever is left is ``added`` or ``removed`` — a result, never an error. Each rung is one
+outer merge of the groups still unmatched (datacompy's ``_dataframe_merge`` pattern).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from .read.canonical import match_shapes
+from .settings import DEFAULT_SETTINGS, Settings
+
 GROUP_KEY = ["op_type", "input_shapes"]
 KEY_COLUMNS = ["key_id", "op_type", "base_op_type", "new_op_type", "family", "input_shapes",
-               "category", "match_kind"]
+               "base_input_shapes", "new_input_shapes", "match_shapes", "category",
+               "match_kind"]
+MATCH_KINDS = ("exact", "family", "renamed", "normalized", "type-only")
 
 
 @dataclass(frozen=True)
 class Matched:
     """Operator keys of both runs and, per operator row, the key it belongs to.
 
-    ``keys`` has KEY_COLUMNS; ``match_kind`` is ``exact``, ``family``, ``type-only`` or
-    None for rows on one side only. ``base_key``/``new_key`` are int arrays aligned
-    with the rows matched (``summary.ops`` in the pipeline).
+    ``keys`` has KEY_COLUMNS; ``match_kind`` is one of MATCH_KINDS (the rung that paired
+    the key) or None for rows on one side only. ``input_shapes`` is what each side showed
+    (``base→new`` where they differ; empty for ``type-only``), ``base_input_shapes`` /
+    ``new_input_shapes`` each side's own, ``match_shapes`` the normalized form the
+    ``renamed``/``normalized`` rung compared. ``base_key``/``new_key`` are int arrays
+    aligned with the rows matched (``summary.ops`` in the pipeline).
     """
 
     keys: pd.DataFrame
@@ -47,7 +68,8 @@ def _majority_category(ops: pd.DataFrame, row_group: np.ndarray) -> np.ndarray:
     return ranked.drop_duplicates("group")["category"].to_numpy()
 
 
-def _groups(ops: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+def _groups(ops: pd.DataFrame, settings: Settings,
+            alias_map: Path | None) -> tuple[pd.DataFrame, np.ndarray]:
     """Distinct (op_type, input_shapes) groups of one side, and each row's group number."""
     grouper = ops.groupby(GROUP_KEY, observed=True, sort=True)
     row_group = grouper.ngroup().to_numpy()
@@ -55,25 +77,35 @@ def _groups(ops: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     groups["category"] = _majority_category(ops, row_group)
     for column in groups.columns:
         groups[column] = groups[column].astype(str)
+    forms = match_shapes(groups["op_type"], groups["input_shapes"],
+                         settings.attribute_input_max_elements, alias_map)
+    groups = pd.concat([groups, forms], axis=1)
     groups["group"] = np.arange(len(groups))
     return groups, row_group
 
 
-def _label(types: pd.Series) -> str:
-    return "/".join(sorted(set(types)))
+def _label(values: pd.Series) -> str:
+    return "/".join(sorted(set(values)))
 
 
-def _rung(base: pd.DataFrame, new: pd.DataFrame, on: list[str], kind: str):
-    """Match the unmatched groups of both sides on ``on``; return pairs and leftovers."""
+def _rung(base: pd.DataFrame, new: pd.DataFrame, on: list[str]):
+    """Pair the unmatched groups of both sides on ``on``; return pairs and leftovers.
+
+    Groups sharing a value of ``on`` on one side fold into one key. Every pair has
+    ``<column>_base`` and ``<column>_new`` for op_type, input_shapes and match_shapes.
+    """
     fold = {"op_type": ("op_type", _label), "group": ("group", list),
             "family": ("family", "first"), "category": ("category", "first"),
-            "input_shapes": ("input_shapes", _label)}
+            "input_shapes": ("input_shapes", _label),
+            "match_shapes": ("match_shapes", _label)}
     fold = {k: v for k, v in fold.items() if k not in on}
     b = base.groupby(on, sort=True).agg(**fold).reset_index()
     n = new.groupby(on, sort=True).agg(**fold).reset_index()
     merged = b.merge(n, on=on, how="outer", suffixes=("_base", "_new"), indicator=True)
     both = merged[merged["_merge"] == "both"].copy()
-    both["match_kind"] = kind
+    for column in ("op_type", "input_shapes", "match_shapes", "family"):
+        if column in on:
+            both[f"{column}_base"] = both[f"{column}_new"] = both[column]
     left = base[base["group"].isin(_flatten(merged.loc[merged["_merge"] == "left_only",
                                                        "group_base"]))]
     right = new[new["group"].isin(_flatten(merged.loc[merged["_merge"] == "right_only",
@@ -81,34 +113,45 @@ def _rung(base: pd.DataFrame, new: pd.DataFrame, on: list[str], kind: str):
     return both, left, right
 
 
+def _normalized_rung(base: pd.DataFrame, new: pd.DataFrame):
+    """Pair on family + match_shapes where attribute inputs agree or one side has none.
+
+    Three merges: equal attribute inputs (a layout-only change), then base groups without
+    attribute inputs against any new group, then the reverse (the kernel that gained
+    them). Two sides that both take attribute inputs, but different ones (a reduction
+    over one axis vs two), do not pair here.
+    """
+    on = ["family", "match_shapes"]
+    same, base, new = _rung(base, new, [*on, "attribute_inputs"])
+    plain_base = base["attribute_inputs"] == ""
+    gained, rest, new = _rung(base[plain_base], new, on)
+    base = pd.concat([rest, base[~plain_base]])
+    plain_new = new["attribute_inputs"] == ""
+    lost, base, rest = _rung(base, new[plain_new], on)
+    new = pd.concat([rest, new[~plain_new]])
+    return pd.concat([same, gained, lost], ignore_index=True), base, new
+
+
 def _flatten(lists: pd.Series) -> list[int]:
     return [g for groups in lists for g in (groups if isinstance(groups, list) else [groups])]
 
 
-def match(base_ops: pd.DataFrame, new_ops: pd.DataFrame) -> Matched:
+def match(base_ops: pd.DataFrame, new_ops: pd.DataFrame, *,
+          settings: Settings = DEFAULT_SETTINGS, alias_map: Path | None = None) -> Matched:
     """Match the operator groups of two frames (``summary.ops`` or ``Run.ops``).
 
-    Both need ``op_type``, ``input_shapes``, ``family`` and ``category``.
+    Both need ``op_type``, ``input_shapes``, ``family`` and ``category``. ``alias_map``
+    is the user's --alias-map file (its rename entries' ``set_aside_inputs``).
     """
-    base_groups, base_row_group = _groups(base_ops)
-    new_groups, new_row_group = _groups(new_ops)
-    exact = base_groups.merge(new_groups, on=GROUP_KEY, how="outer", suffixes=("_base", "_new"),
-                              indicator=True)
-    paired = exact[exact["_merge"] == "both"].copy()
-    paired["match_kind"] = "exact"
-    paired["family"] = paired["family_base"]
-    paired["category"] = paired["category_base"]
-    paired["op_type_base"] = paired["op_type_new"] = paired["op_type"]
-    rest_base = base_groups[base_groups["group"].isin(exact.loc[exact["_merge"] == "left_only",
-                                                               "group_base"])]
-    rest_new = new_groups[new_groups["group"].isin(exact.loc[exact["_merge"] == "right_only",
-                                                            "group_new"])]
-    family_pairs, rest_base, rest_new = _rung(rest_base, rest_new, ["family", "input_shapes"],
-                                              "family")
-    type_pairs, rest_base, rest_new = _rung(rest_base, rest_new, ["family"], "type-only")
-    rows = [_key_rows(paired, "exact"), _key_rows(family_pairs, "family"),
-            _key_rows(type_pairs, "type-only"), _side_rows(rest_base, "base"),
-            _side_rows(rest_new, "new")]
+    base_groups, base_row_group = _groups(base_ops, settings, alias_map)
+    new_groups, new_row_group = _groups(new_ops, settings, alias_map)
+    exact, rest_base, rest_new = _rung(base_groups, new_groups, GROUP_KEY)
+    family, rest_base, rest_new = _rung(rest_base, rest_new, ["family", "input_shapes"])
+    normalized, rest_base, rest_new = _normalized_rung(rest_base, rest_new)
+    type_only, rest_base, rest_new = _rung(rest_base, rest_new, ["family"])
+    rows = [_key_rows(exact, "exact"), _key_rows(family, "family"),
+            _key_rows(normalized, "renamed"), _key_rows(type_only, "type-only"),
+            _side_rows(rest_base, "base"), _side_rows(rest_new, "new")]
     rows = [r for r in rows if len(r)]
     if not rows:  # neither run has kernels (e.g. two cluster_analysis_output folders)
         empty = pd.DataFrame({c: pd.Series(dtype="int64" if c == "key_id" else "object")
@@ -128,22 +171,30 @@ def _as_list(value) -> list[int]:
     return value if isinstance(value, list) else [int(value)]
 
 
+def _arrow(base: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """``base`` where both sides agree, else ``base→new``."""
+    return np.where(base == new, base, base + "→" + new)
+
+
 def _key_rows(pairs: pd.DataFrame, kind: str) -> pd.DataFrame:
     if pairs.empty:
         return pd.DataFrame()
-    base_type = pairs["op_type_base"] if "op_type_base" in pairs else pairs["op_type"]
-    new_type = pairs["op_type_new"] if "op_type_new" in pairs else pairs["op_type"]
-    shapes = pairs["input_shapes"] if "input_shapes" in pairs else ""
+    base_type = pairs["op_type_base"].to_numpy(dtype=object)
+    new_type = pairs["op_type_new"].to_numpy(dtype=object)
+    base_shapes = pairs["input_shapes_base"].to_numpy(dtype=object)
+    new_shapes = pairs["input_shapes_new"].to_numpy(dtype=object)
+    shapes = _arrow(base_shapes, new_shapes)
+    compared = pairs["match_shapes_base"].to_numpy(dtype=object)
     if kind == "type-only":
-        shapes = ""
-    family = pairs["family"] if "family" in pairs else pairs["family_base"]
-    category = pairs["category_base"]
-    op_type = np.where(base_type == new_type, base_type, base_type + "→" + new_type)
+        shapes = compared = np.full(len(pairs), "", dtype=object)
+    if kind == "renamed":
+        kind = np.where(base_type == new_type, "normalized", "renamed")
     return pd.DataFrame({
-        "op_type": op_type, "base_op_type": base_type.to_numpy(),
-        "new_op_type": new_type.to_numpy(), "family": family.to_numpy(),
-        "input_shapes": np.asarray(shapes if not np.isscalar(shapes) else [shapes] * len(pairs)),
-        "category": category.to_numpy(), "match_kind": kind,
+        "op_type": _arrow(base_type, new_type), "base_op_type": base_type,
+        "new_op_type": new_type, "family": pairs["family_base"].to_numpy(),
+        "input_shapes": shapes, "base_input_shapes": base_shapes,
+        "new_input_shapes": new_shapes, "match_shapes": compared,
+        "category": pairs["category_base"].to_numpy(), "match_kind": kind,
         "base_groups": [_as_list(g) for g in pairs["group_base"]],
         "new_groups": [_as_list(g) for g in pairs["group_new"]],
     })
@@ -157,6 +208,8 @@ def _side_rows(groups: pd.DataFrame, side: str) -> pd.DataFrame:
         "op_type": groups["op_type"].to_numpy(),
         f"{side}_op_type": groups["op_type"].to_numpy(), f"{other}_op_type": None,
         "family": groups["family"].to_numpy(), "input_shapes": groups["input_shapes"].to_numpy(),
+        f"{side}_input_shapes": groups["input_shapes"].to_numpy(),
+        f"{other}_input_shapes": None, "match_shapes": groups["match_shapes"].to_numpy(),
         "category": groups["category"].to_numpy(), "match_kind": None,
         f"{side}_groups": [[int(g)] for g in groups["group"]],
         f"{other}_groups": [[] for _ in range(len(groups))],

@@ -90,7 +90,9 @@ def compare_runs(base: Run, new: Run, options: Options = Options(),
     from the same ranks under the same rank ids (``load_run``).
     """
     progress("matching and comparing")
-    comparison = compare(base, new, match(base.summary.ops, new.summary.ops), options.settings)
+    matched = match(base.summary.ops, new.summary.ops, settings=options.settings,
+                    alias_map=options.alias_map)
+    comparison = compare(base, new, matched, options.settings)
     memory = compare_memory(base.memory, new.memory, options.settings.threshold_pct,
                             headline_mb=options.settings.memory_headline_mb,
                             base_copies=copy_summary(base.summary.ops),

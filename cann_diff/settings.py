@@ -69,6 +69,9 @@ class Settings:
     rank_floor_pct: float = 2.0
     # A device-memory peak move of at least this many MB reaches the headline whatever its %.
     memory_headline_mb: float = 1024.0
+    # Largest 1-D input (elements) taken for an attribute moved into the inputs when shapes
+    # are matched across stacks: axes, sizes and perms have at most 8 entries (8-D tensors).
+    attribute_input_max_elements: int = 8
     # Seconds to wait for a Dask scheduler before calling it unreachable.
     dask_timeout_s: float = 30.0
 

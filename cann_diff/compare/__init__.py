@@ -98,10 +98,12 @@ def compare(base: Run, new: Run, matched: Matched,
         warnings.append(Note("step-source-differs", "one run's step breakdown comes from "
                              "step_trace_time.csv, the other's from kernel intervals; small "
                              "differences in the breakdown may be method, not performance"))
+    groups, group_notes = compare_groups(base, new)
+    warnings += group_notes
     return Comparison(base, new, matched, operators, compare_categories(operators),
                       compare_communication(base, new), step, settings, base_units,
                       new_units, base_steps, new_steps, tuple(warnings),
-                      compare_ranks(base, new), compare_groups(base, new))
+                      compare_ranks(base, new), groups)
 
 
 def _step_notes(step: StepComparison, settings: Settings) -> list[Note]:

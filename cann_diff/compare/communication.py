@@ -1,14 +1,37 @@
-"""Communication per type and per group, base vs new (µs per step and rank)."""
+"""Communication per type and per group, base vs new (µs per step and rank).
+
+communication.json splits an op's elapsed time into transit, wait and idle:
+elapse = transit + wait + idle, synchronization being part of wait. Every real file in
+shared/realdata satisfies it to float rounding, so the three parts are reported side by
+side (``base_transit_us``, ``base_wait_us``, ``base_idle_us`` and their ``new_`` twins).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from ..schema import Run
+from ..schema import Note, Run
 from .operators import count_units
 
-COMM_JSON_FIELDS = ("elapse_us", "transit_us", "wait_us", "synchronization_us", "transit_mb")
+COMM_JSON_FIELDS = ("elapse_us", "transit_us", "wait_us", "synchronization_us", "idle_us",
+                    "transit_mb")
+GROUP_TIMES = ("elapse_us", "transit_us", "wait_us", "synchronization_us", "idle_us")
+LINKS = ("hccs", "rdma", "pcie", "sio", "sdma")
+
+# How groups of two runs are paired, most telling first. A group's hash is a fresh
+# number in every collection, so it pairs only groups of the same collection (two ranks
+# of one job); the other keys say what the group is. Each rung pairs only keys that one
+# group holds on each side.
+PAIRING = (
+    ("name", ("group",)),
+    ("ranks", ("pair_members",)),
+    ("ranks", ("pair_members", "collectives")),
+    ("signature", ("collectives", "pair_ranks", "data_mb")),
+    ("collectives", ("collectives", "pair_ranks")),
+)
+PAIR_KEYS = ("pair_members", "pair_ranks", "data_mb")
+PAIRED_BY = tuple(dict.fromkeys(rung for rung, _ in PAIRING))
 
 
 def _comm_side(run: Run, prefix: str) -> pd.DataFrame:
@@ -20,7 +43,8 @@ def _comm_side(run: Run, prefix: str) -> pd.DataFrame:
     if len(comm):
         by_type = comm.groupby(comm["comm_type"].astype(str))
         comm_units = max(len(comm[["rank", "step"]].drop_duplicates()), 1)
-        side = side.join(by_type[list(COMM_JSON_FIELDS)].sum() / comm_units, how="outer")
+        fields = [f for f in COMM_JSON_FIELDS if f in comm]
+        side = side.join(by_type[fields].sum() / comm_units, how="outer")
         if comm_ops.empty:  # no kernels (cluster summary): counts and time from the json
             side["count"] = by_type["ops"].sum() / comm_units
             side["total_us"] = side["elapse_us"]
@@ -31,7 +55,9 @@ def _comm_side(run: Run, prefix: str) -> pd.DataFrame:
 def compare_communication(base: Run, new: Run) -> pd.DataFrame:
     """Per communication type, both sides: count, time and exposed time per step.
 
-    Where communication.json exists, also transit, wait and synchronization per step.
+    Where communication.json exists, also elapse split into transit, wait and idle
+    (``*_transit_us``, ``*_wait_us``, ``*_idle_us``; synchronization is part of wait), per
+    step.
     """
     table = _comm_side(base, "base_").join(_comm_side(new, "new_"), how="outer")
     for column in ("count", "total_us", "exposed_us"):
@@ -44,20 +70,32 @@ def compare_communication(base: Run, new: Run) -> pd.DataFrame:
     return table.reset_index().sort_values("delta_us", ascending=False, kind="stable")
 
 
+def _joined(parts: pd.Series) -> pd.Series:
+    """Per group (first index level), its strings joined by ``,`` in index order."""
+    return parts.groupby(level=0, sort=True).agg(",".join)
 
-LINKS = ("hccs", "rdma", "pcie", "sio", "sdma")
 
+def _group_side(run: Run, shared_ranks: set[int]) -> pd.DataFrame:
+    """Per group of one run: per-step figures and what the group is.
 
-def _group_side(run: Run, prefix: str) -> pd.DataFrame:
+    ``members`` are the ranks whose communication.json records the group, ``collectives``
+    its ops per step by type (``AllGather×1,AllReduce×3``); ``pair_members`` /
+    ``pair_ranks`` the members among ``shared_ranks`` (the ranks both runs read; all of
+    them when the runs share none) and ``data_mb`` the MB moved per step and rank to 3
+    significant digits pair groups across runs.
+    """
     comm = run.summary.comm
     if comm.empty:
         return pd.DataFrame()
-    by_group = comm.groupby("group")
+    comm = comm.assign(group=comm["group"].fillna("").astype(str),
+                       comm_type=comm["comm_type"].fillna("").astype(str))
+    by_group = comm.groupby("group", sort=True)
     units = comm[["group", "rank", "step"]].drop_duplicates().groupby("group").size().clip(lower=1)
-    sums = by_group[["elapse_us", "transit_us", "wait_us", "synchronization_us"]].sum()
+    sums = by_group[[c for c in GROUP_TIMES if c in comm]].sum()
     side = sums.div(units, axis=0)
     side["ops"] = by_group["ops"].sum() / units
     side["ranks"] = by_group["rank"].nunique()
+    side["transit_mb"] = by_group["transit_mb"].sum() / units
     with np.errstate(divide="ignore", invalid="ignore"):
         side["wait_ratio"] = sums["wait_us"] / (sums["wait_us"] + sums["transit_us"])
         for link in LINKS:
@@ -66,16 +104,87 @@ def _group_side(run: Run, prefix: str) -> pd.DataFrame:
                 # MB per µs → GB/s: × 1e6 / 1024
                 side[f"{link}_gbps"] = (link_sums[f"{link}_mb"] / link_sums[f"{link}_us"]
                                         * 1e6 / 1024).where(link_sums[f"{link}_us"] > 0)
-    return side.add_prefix(prefix)
+    ranks = comm[["group", "rank"]].drop_duplicates().sort_values(["group", "rank"])
+    side["members"] = _joined(ranks.set_index("group")["rank"].astype(str))
+    shared = ranks[ranks["rank"].isin(shared_ranks)] if shared_ranks else ranks
+    side["pair_members"] = _joined(shared.set_index("group")["rank"].astype(str))
+    side["pair_members"] = side["pair_members"].fillna("")
+    counts = shared.groupby("group").size().reindex(side.index)
+    side["pair_ranks"] = counts.map("{:.0f}".format).where(counts.notna(), "")
+    per_type = comm.groupby(["group", "comm_type"], sort=True)["ops"].sum()
+    per_step = per_type / units.reindex(per_type.index.get_level_values("group")).to_numpy()
+    labels = per_type.index.get_level_values("comm_type") + "×" + \
+        pd.Index(per_step.round(2).map("{:g}".format))
+    side["collectives"] = _joined(pd.Series(labels, index=per_type.index))
+    side["data_mb"] = side["transit_mb"].map("{:.3g}".format)
+    return side
 
 
-def compare_groups(base: Run, new: Run) -> pd.DataFrame:
-    """Per communication group, both sides: ops, transit and wait (µs per step and rank).
+def _pair(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """Pair the groups of two runs down PAIRING; one row per pair or one-sided group."""
+    base = base.rename_axis("group").reset_index()
+    new = new.rename_axis("group").reset_index()
+    found = []
+    for paired_by, key in PAIRING:
+        key = list(key)
+        # An empty key (an unnamed group, no member among the shared ranks) says nothing.
+        b = base[(base[key].astype(str) != "").all(axis=1)]
+        n = new[(new[key].astype(str) != "").all(axis=1)]
+        b = b.drop_duplicates(key, keep=False)  # nor does a key two groups share
+        n = n.drop_duplicates(key, keep=False)
+        b, n = b.assign(group_base=b["group"]), n.assign(group_new=n["group"])
+        hits = b[key + ["group_base"]].merge(n[key + ["group_new"]], on=key)
+        found.append(pd.DataFrame({"base_group": hits["group_base"],
+                                   "new_group": hits["group_new"], "paired_by": paired_by}))
+        base = base[~base["group"].isin(hits["group_base"])]
+        new = new[~new["group"].isin(hits["group_new"])]
+    return pd.concat([*found, base[["group"]].rename(columns={"group": "base_group"}),
+                      new[["group"]].rename(columns={"group": "new_group"})], ignore_index=True)
 
-    Also the wait ratio and the bandwidth per link type (GB/s).
+
+def _pairing_note(table: pd.DataFrame) -> Note | None:
+    """The pairing rule and what it did; None when every group paired by its own id."""
+    counts = table["paired_by"].value_counts()
+    if counts.get("name", 0) == len(table):
+        return None
+    paired = ", ".join(f"{counts[p]} by {p}" for p in PAIRED_BY if p in counts) or "none"
+    alone = [f"{table[f'{other}_group'].isna().sum()} only in {side}"
+             for side, other in (("base", "new"), ("new", "base"))
+             if table[f"{other}_group"].isna().any()]
+    return Note("groups-paired",
+                "communication groups are paired by what they are, not by hash (a fresh "
+                "number in every collection): same id, else same member ranks (among the "
+                "ranks both runs read), else same collectives per step, rank count and data "
+                "per step, else same collectives and rank count; only one-to-one matches "
+                f"pair. Paired: {paired}" + (f"; {', '.join(alone)}" if alone else "") + ".")
+
+
+def compare_groups(base: Run, new: Run) -> tuple[pd.DataFrame, list[Note]]:
+    """Per communication group, both sides: ops, elapse, transit, wait and idle per step.
+
+    Groups are paired across the runs by what they are (PAIRING), not by hash; the table
+    keeps both hashes (``base_group``, ``new_group``), says how each row was paired
+    (``paired_by``; None for a group on one side only) and keeps ``group`` (the base hash,
+    else the new one) for display. Also the wait ratio, the bandwidth per link type
+    (GB/s) and what pairs groups: ``*_members``, ``*_collectives``, ``*_ranks``. Returns
+    the table and a note stating the pairing rule, unless every group paired by its own
+    id (then the rule changed nothing).
     """
-    table = _group_side(base, "base_").join(_group_side(new, "new_"), how="outer")
-    if table.empty:
-        return table
-    table.index.name = "group"
-    return table.reset_index()
+    ranks = [set(run.summary.comm["rank"]) if len(run.summary.comm) else set()
+             for run in (base, new)]
+    shared = ranks[0] & ranks[1]
+    base_side, new_side = _group_side(base, shared), _group_side(new, shared)
+    if base_side.empty and new_side.empty:
+        return pd.DataFrame(), []
+    base_side = base_side if len(base_side) else new_side.iloc[0:0]
+    new_side = new_side if len(new_side) else base_side.iloc[0:0]
+    table = _pair(base_side, new_side)
+    keys = list(PAIR_KEYS)
+    table = table.join(base_side.drop(columns=keys).add_prefix("base_"), on="base_group")
+    table = table.join(new_side.drop(columns=keys).add_prefix("new_"), on="new_group")
+    table.insert(0, "group", table["base_group"].fillna(table["new_group"]))
+    order = table["paired_by"].map({p: i for i, p in enumerate(PAIRED_BY)}).fillna(len(PAIRED_BY))
+    table = table.assign(_order=order).sort_values(["_order", "group"], kind="stable")
+    table = table.drop(columns="_order").reset_index(drop=True)
+    note = _pairing_note(table)
+    return table, [note] if note else []

@@ -8,6 +8,7 @@ Rules: DESIGN.md "Canonical operators" and FORMATS.md §5.3, §9.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -88,13 +89,61 @@ def fusion_table(extra: Path | None = None) -> dict[str, FusedOp]:
     return table
 
 
+@dataclass(frozen=True)
+class Rename:
+    """A kernel type CANN replaced (renames.json): its successors and the family both share."""
+
+    old_type: str
+    successors: tuple[str, ...]
+    family: str
+    set_aside_inputs: tuple[int, ...]
+    source: str
+
+
+def _rename(path: Path | None, old_type: str, spec: dict) -> Rename:
+    successors = spec.get("to", ())
+    successors = (successors,) if isinstance(successors, str) else successors
+    set_aside = spec.get("set_aside_inputs", ())
+    family = spec.get("family")
+    valid = (isinstance(family, str) and family
+             and isinstance(successors, (list, tuple))
+             and all(isinstance(s, str) for s in successors)
+             and isinstance(set_aside, (list, tuple))
+             and all(isinstance(i, int) and i >= 0 for i in set_aside))
+    if not valid:
+        raise InputError(path, f"rename entry {old_type!r} needs a 'family' string, 'to' "
+                               "type(s) and 'set_aside_inputs' as input positions (0, 1, …)")
+    return Rename(old_type, tuple(successors), family, tuple(set_aside),
+                  str(spec.get("source", "")))
+
+
+@lru_cache(maxsize=8)
+def rename_table(extra: Path | None = None) -> dict[str, Rename]:
+    """Return the renames (package renames.json plus object entries of an --alias-map file)."""
+    table = {name: _rename(None, name, spec)
+             for name, spec in _load_json(None, "renames.json").items()
+             if not name.startswith("_")}
+    if extra is not None:
+        user = _load_json(extra, "aliases.json")
+        table.update({name: _rename(extra, name, spec) for name, spec in user.items()
+                      if not name.startswith("_") and isinstance(spec, dict)})
+    return table
+
+
+def version_free(op_type: str) -> str:
+    """A type without its trailing version (``MatMulV3`` → ``MatMul``), as families start."""
+    return re.sub(r"V\d+$", "", op_type)
+
+
 @lru_cache(maxsize=8)
 def alias_table(extra: Path | None = None) -> dict[str, str]:
-    """Return family aliases (package data plus an optional user file)."""
+    """Return family aliases: renames, then aliases.json, then string entries of a user file."""
+    aliases = {version_free(r.old_type): r.family for r in rename_table(extra).values()}
     raw = _load_json(None, "aliases.json")
     if extra is not None:
         raw.update(_load_json(extra, "aliases.json"))
-    return {k: v for k, v in raw.items() if not k.startswith("_") and isinstance(v, str)}
+    aliases.update({k: v for k, v in raw.items() if not k.startswith("_") and isinstance(v, str)})
+    return aliases
 
 
 def _comm_type(base_lower: pd.Series) -> pd.Series:
@@ -182,6 +231,79 @@ def normalize_dtypes(values: pd.Series) -> pd.Series:
     """Dtypes upper-cased with the ``DT_`` prefix dropped (``DT_BF16`` ≡ ``BF16``)."""
     text = normalize_shapes(values).str.upper()
     return text.str.replace(r"(^|;)DT_", r"\1", regex=True)
+
+
+# C0, the innermost block of Ascend's blocked layouts, is 32 bytes: 8 fp32, 16 fp16/bf16,
+# 32 int8 elements. One stack may block by 16 where another blocks by 8 (FORMATS.md §5.3).
+BLOCK_C0 = frozenset({8, 16, 32})
+FRACTAL_ROWS = 16  # the fixed 16 of FRACTAL_Z / FRACTAL_NZ blocks
+
+
+def _unblocked(tensor: str) -> str:
+    """One tensor's shape with the C0 block folded out, so C0 16 and C0 8 compare equal.
+
+    5-D ``N,C1,H,W,C0`` (NC1HWC0) → ``N,C,H,W`` with C = C1·C0 rounded up to 32 (a padded
+    channel count, the same whichever C0 divided it); 4-D and ≥ 6-D ``…,A,B,16,C0``
+    (FRACTAL_Z, FRACTAL_NZ) → ``…,B·16,A·C0``, the matrix the blocks tile. Anything else,
+    and ND shapes that do not end in a C0, stay as they are.
+    """
+    parts = tensor.split(",")
+    if len(parts) < 4 or not all(p.isdigit() for p in parts):
+        return tensor
+    dims = [int(p) for p in parts]
+    c0 = dims[-1]
+    if c0 not in BLOCK_C0:
+        return tensor
+    if len(dims) == 5:
+        n, c1, h, w, _ = dims
+        channels = -(-c1 * c0 // 32) * 32
+        return f"{n},{channels},{h},{w}"
+    if dims[-2] != FRACTAL_ROWS:
+        return tensor
+    *lead, a, b, _, _ = dims
+    return ",".join(str(d) for d in (*lead, b * FRACTAL_ROWS, a * c0))
+
+
+def _is_attribute_input(tensor: str, max_elements: int) -> bool:
+    """A 0-D input (``""``) or a 1-D one of at most ``max_elements`` values: axes, sizes, k."""
+    return tensor == "" or (tensor.isdigit() and int(tensor) <= max_elements)
+
+
+def _match_form(op_type: str, shapes: str, max_elements: int,
+                renames: dict[str, Rename]) -> tuple[str, str]:
+    if not shapes:
+        return "", ""
+    tensors = shapes.split(";")
+    rename = renames.get(op_type)
+    if rename is not None and rename.set_aside_inputs:
+        dropped = set(rename.set_aside_inputs)
+        kept = [t for i, t in enumerate(tensors) if i not in dropped]
+        tensors = kept or tensors
+    attribute = [_is_attribute_input(t, max_elements) for t in tensors]
+    if all(attribute):  # an op's only inputs are its data, however small
+        attribute = [False] * len(tensors)
+    data = ";".join(_unblocked(t) for t, a in zip(tensors, attribute) if not a)
+    attributes = "".join(f"<{t}>" for t, a in zip(tensors, attribute) if a)
+    return data, attributes
+
+
+def match_shapes(op_types: pd.Series, shapes: pd.Series, max_elements: int,
+                 alias_map: Path | None = None) -> pd.DataFrame:
+    """Shapes for matching across stacks, beside the displayed ``input_shapes``.
+
+    Returns ``match_shapes`` — the data inputs, with the rename table's
+    ``set_aside_inputs`` dropped and C0 blocks folded out (``_unblocked``) — and
+    ``attribute_inputs``: the small inputs newer kernels take in place of attributes
+    (0-D, or 1-D of at most ``max_elements`` values), as ``<4><>``. The match stage
+    pairs on ``match_shapes`` when one side has no attribute inputs or both have the same
+    (DESIGN.md "Canonical operators"). One call per distinct (type, shapes) pair.
+    """
+    renames = rename_table(alias_map)
+    forms = [_match_form(t, s, max_elements, renames)
+             for t, s in zip(op_types.astype(str), shapes.astype(str))]
+    data, attributes = zip(*forms) if forms else ((), ())
+    return pd.DataFrame({"match_shapes": list(data), "attribute_inputs": list(attributes)},
+                        index=op_types.index)
 
 
 def _distinct_rows(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, np.ndarray]:
