@@ -144,7 +144,9 @@ def _show_version(ctx: click.Context, _param, value: bool) -> None:
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True),
               default=0.05, show_default=True, help="Significance level.")
 @click.option("--threshold", "threshold", default="5%", show_default=True,
-              help="Smallest change reported as a regression/improvement.")
+              help="Smallest per-instance operator change called a regression/improvement.")
+@click.option("--step-threshold", "step_threshold", default="2%", show_default=True,
+              help="Smallest step-time change called a regression/improvement.")
 @click.option("--fail-on-regression", "fail_pct", metavar="PCT",
               help="Exit 1 when the step time regressed significantly by at least PCT.")
 @click.option("--fusion-map", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -161,7 +163,8 @@ def _show_version(ctx: click.Context, _param, value: bool) -> None:
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_show_version, help="Show the version and exit.")
 def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_spec, alpha,
-         threshold, fail_pct, fusion_map, alias_map, jobs, scheduler, no_charts, quiet):
+         threshold, step_threshold, fail_pct, fusion_map, alias_map, jobs, scheduler,
+         no_charts, quiet):
     """Compare Ascend NPU profiles: BASE (current stack) and NEW (one or more candidates).
 
     Writes a Markdown + PNG + JSON report of what changed and why. With several NEW,
@@ -211,13 +214,16 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
 
     news = list(new)
     labels = _labels(labels_spec, base_label, new_label, len(news))
+    gate = _percent(fail_pct, "--fail-on-regression") if fail_pct is not None else None
+    # The gate is part of the step verdict: the status says "regressed" whenever it fails.
+    # An explicit --steps choice replaces the screening of warm-up steps.
+    settings = Settings(alpha=alpha, threshold_pct=_percent(threshold, "--threshold"),
+                        step_threshold_pct=_percent(step_threshold, "--step-threshold"),
+                        fail_on_regression_pct=gate, screen_steps=not steps_spec)
     options = Options(base_label=labels[0], new_label=labels[1] if len(news) == 1 else None,
                       steps=parse_steps(steps_spec) if steps_spec else None,
-                      settings=Settings(alpha=alpha,
-                                        threshold_pct=_percent(threshold, "--threshold")),
-                      top_n=top_n, fusion_map=fusion_map, alias_map=alias_map, jobs=jobs,
-                      scheduler=scheduler)
-    gate = _percent(fail_pct, "--fail-on-regression") if fail_pct is not None else None
+                      settings=settings, top_n=top_n, fusion_map=fusion_map,
+                      alias_map=alias_map, jobs=jobs, scheduler=scheduler)
     inputs = [base, *news]
     if out_dir is not None:  # fail early, but create nothing before the inputs read
         check_output_dir(out_dir, inputs, create=False)
@@ -228,7 +234,7 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
         f"{safe_name(reports[0].base.label)}_vs_" + "_".join(safe_name(r.new.label)
                                                              for r in reports)
     out = check_output_dir(out_dir or Path("reports") / default, inputs)
-    failed = [gate is not None and _gate_fails(r, gate) for r in results]
+    failed = [gate is not None and bool(r.comparison.step.gate) for r in results]
     # The whole report is written into a stage and moved into place under a lock: a
     # reader never sees report.md of one run beside a chart of another.
     with staged_report(out, on_wait=lambda: waiting(out)) as stage:
@@ -273,12 +279,6 @@ def _labels(spec: str | None, base_label: str | None, new_label: str | None,
     if new_label and candidates > 1:
         raise UsageError("--new-label", "names one NEW; with several use --labels")
     return [base_label, *([new_label] if candidates == 1 else [None] * candidates)]
-
-
-def _gate_fails(result, gate: float) -> bool:
-    """The step gate: a significant (or untestable) step regression of at least ``gate`` %."""
-    step = result.comparison.step
-    return bool(step.significant is not False and step.delta_pct >= gate)
 
 
 def _warn(reports) -> None:

@@ -66,7 +66,7 @@ def _with_memory_finding(analysis: Analysis, memory: MemoryComparison | None) ->
                       {"delta_mb": g.get("delta_mb")})
     findings = sorted((*analysis.findings, finding),
                       key=lambda f: SEVERITY_ORDER.get(f.severity, len(SEVERITY_ORDER)))
-    return Analysis(analysis.fusion, tuple(findings), analysis.fusion_keys)
+    return replace(analysis, findings=tuple(findings))
 
 
 def read_side(path: str | Path, label: str | None, side: str, options: Options,
