@@ -101,6 +101,7 @@ class Side:
     steps: tuple[int, ...]
     step_source: str
     warnings: tuple[str, ...]
+    ranks_without_kernels: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,60 @@ class StepResult:
     base_samples: tuple[float, ...]
     new_samples: tuple[float, ...]
     breakdown: Breakdown
+    threshold_pct: float = 2.0
+    below_threshold: bool = False
+    gate_pct: float | None = None
+    gate: bool | None = None
+    base_steps: tuple[int, ...] = ()
+    new_steps: tuple[int, ...] = ()
+    screened: tuple[ScreenedStepRow, ...] = ()
+    all_steps: AllSteps | None = None
+
+
+@dataclass(frozen=True)
+class ScreenedStepRow:
+    """A warm-up or outlier step left out of the step comparison (µs; z robust)."""
+
+    side: str
+    step: int
+    stage_us: float
+    median_us: float
+    z: float
+
+
+@dataclass(frozen=True)
+class AllSteps:
+    """The step figures over every step, before screening (µs per step)."""
+
+    base_us: float | None
+    new_us: float | None
+    delta_us: float | None
+    delta_pct: float | None
+    p_value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    base_steps: tuple[int, ...]
+    new_steps: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ComputeRow:
+    """One part of Δ Computing (µs per step); the parts sum to Δ Computing."""
+
+    part: str
+    label: str
+    delta_us: float | None
+
+
+@dataclass(frozen=True)
+class ComputeSplitResult:
+    """Δ Computing (step_trace_time) split into like-for-like, changed work, MC2, rest."""
+
+    base_computing_us: float | None
+    new_computing_us: float | None
+    delta_computing_us: float | None
+    rows: tuple[ComputeRow, ...]
+    like_for_like_by_family: Mapping[str, float]
 
 
 @dataclass(frozen=True)
@@ -184,6 +239,18 @@ class OperatorRow:
     significant: bool
     status: str
     fusion: str | None
+    base_input_shapes: str | None = None
+    new_input_shapes: str | None = None
+    match_shapes: str | None = None
+    count_effect_us: float | None = None
+    instance_effect_us: float | None = None
+    instance_change_pct: float | None = None
+    count_changed: bool = False
+    same_shape: bool = False
+    below_threshold: bool = False
+    ci_note: str | None = None
+    base_claimed: float | None = None
+    new_claimed: float | None = None
 
 
 @dataclass(frozen=True)
@@ -225,6 +292,8 @@ class CommTypeRow:
     delta_count: float
     delta_us: float
     delta_exposed_us: float | None
+    base_idle_us: float | None = None
+    new_idle_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -308,6 +377,11 @@ class GroupRow:
     new_pcie_gbps: float | None
     new_sio_gbps: float | None
     new_sdma_gbps: float | None
+    base_group: str | None = None
+    new_group: str | None = None
+    paired_by: str | None = None
+    base_idle_us: float | None = None
+    new_idle_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -338,6 +412,7 @@ class Report:
     ranks: tuple[RankRow, ...] = ()
     comm_groups: tuple[GroupRow, ...] = ()
     memory: MemoryComparison | None = None
+    compute: ComputeSplitResult | None = None
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -350,7 +425,8 @@ class Report:
                 if f.name not in ("notes", "top_n")}
         data["warnings"] = list(self.warnings)
         order = ("headline", "base", "new", "step", "operators", "categories", "communication",
-                 "fusion", "findings", "warnings", "thresholds", "ranks", "comm_groups", "memory")
+                 "fusion", "findings", "warnings", "thresholds", "ranks", "comm_groups", "memory",
+                 "compute")
         return {"schema": SCHEMA, **{key: data[key] for key in order}}
 
 
@@ -361,7 +437,8 @@ def _side(run: Run, steps: tuple[int, ...]) -> Side:
     meta = run.meta
     return Side(run.label, meta.path, meta.format, tuple(meta.ranks),
                 Versions(meta.cann_version, meta.torch_npu_version), meta.device,
-                meta.profiler_level, tuple(steps), run.step_source, tuple(run.warnings))
+                meta.profiler_level, tuple(steps), run.step_source, tuple(run.warnings),
+                tuple(run.ranks_without_kernels))
 
 
 def _figure(values: Mapping[str, float]) -> Figure:
@@ -371,12 +448,32 @@ def _figure(values: Mapping[str, float]) -> Figure:
 def _step(cmp: Comparison) -> StepResult:
     s = cmp.step
     breakdown = Breakdown(**{f.name: _figure(s.breakdown[f.name]) for f in fields(Breakdown)})
+    screened = tuple(ScreenedStepRow(x.side, int(x.step), float(x.stage_us),
+                                     float(x.median_us), float(x.z)) for x in s.screened)
+    every = s.all_steps
+    all_steps = None if every is None else AllSteps(
+        clean(every.base_us), clean(every.new_us), clean(every.delta_us),
+        clean(every.delta_pct), clean(every.p_value), clean(every.ci_low),
+        clean(every.ci_high), tuple(every.base_steps), tuple(every.new_steps))
     return StepResult(clean(s.base_us), clean(s.new_us), clean(s.delta_us), clean(s.delta_pct),
                       clean(s.p_value), bool(s.significant),
                       "unknown" if s.significant is None else "tested",
                       clean(s.ci_low), clean(s.ci_high), s.status,
                       tuple(float(v) for v in s.base_samples),
-                      tuple(float(v) for v in s.new_samples), breakdown)
+                      tuple(float(v) for v in s.new_samples), breakdown,
+                      float(s.threshold_pct), bool(s.below_threshold), s.gate_pct, s.gate,
+                      tuple(s.base_steps), tuple(s.new_steps), screened, all_steps)
+
+
+def _compute(analysis: Analysis) -> ComputeSplitResult | None:
+    split = getattr(analysis, "compute", None)
+    if split is None:
+        return None
+    return ComputeSplitResult(clean(split.base_computing_us), clean(split.new_computing_us),
+                              clean(split.delta_computing_us),
+                              tuple(ComputeRow(name, label, clean(value))
+                                    for name, label, value in split.rows()),
+                              frozen(split.like_for_like_by_family))
 
 
 def _fusion(group: FusionGroup) -> FusionRow:
@@ -390,6 +487,9 @@ def _operators(cmp: Comparison, analysis: Analysis) -> tuple[OperatorRow, ...]:
     ops = cmp.operators.copy()
     fusion = ops["key_id"].map(analysis.fusion_keys)
     ops["fusion"] = fusion.astype(object).where(fusion.notna(), None)
+    base_claims, new_claims = analysis.fusion_claims
+    ops["base_claimed"] = ops["key_id"].map(base_claims)
+    ops["new_claimed"] = ops["key_id"].map(new_claims)
     ops = ops.reindex(ops["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
     return rows_of(ops, OperatorRow)
 
@@ -413,4 +513,5 @@ def build_report(cmp: Comparison, analysis: Analysis, top_n: int = 15,
         notes=tuple(cmp.warnings), thresholds=ReportSettings(t.alpha, t.threshold_pct,
                                                              t.confidence),
         top_n=top_n, ranks=rows_of(cmp.ranks, RankRow),
-        comm_groups=rows_of(cmp.groups, GroupRow), memory=memory)
+        comm_groups=rows_of(cmp.groups, GroupRow), memory=memory,
+        compute=_compute(analysis))
