@@ -230,14 +230,23 @@ def _commit(stage: Path, out: Path) -> None:
 
 @contextmanager
 def _signals_held() -> Iterator[None]:
-    """Defer SIGINT and SIGTERM over a short critical section (main thread, POSIX only)."""
-    if not hasattr(signal, "pthread_sigmask") or \
-            threading.current_thread() is not threading.main_thread():
+    """Defer SIGINT and SIGTERM over a short critical section (main thread only).
+
+    The handlers are swapped for ones that only remember the signal, and the remembered
+    signal is raised again afterwards. Masking with ``pthread_sigmask`` would not do: it
+    masks the main thread alone, pyarrow's reader threads then take the process-directed
+    signal, and Python still runs its handler at once.
+    """
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    caught: list[int] = []
+    previous = {number: signal.signal(number, lambda number, _frame: caught.append(number))
+                for number in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for number, handler in previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+        if caught:
+            signal.raise_signal(caught[0])
