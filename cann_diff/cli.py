@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -18,6 +19,7 @@ from . import format as fmt
 from .errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION, CannDiffError
 from .pipeline import Options, diff
 from .render.files import check_output_dir, safe_name
+from .report import Invocation
 from .settings import Settings
 
 
@@ -60,10 +62,26 @@ def _summary(report, out_dir: Path) -> str:
     return "\n".join(lines)
 
 
-def _write_report(result, out_dir: Path, charts_wanted: bool) -> None:
+def _write_report(result, out_dir: Path, charts_wanted: bool, html_wanted: bool = True) -> None:
     from .render import write_report
 
-    write_report(result.report, out_dir, charts_wanted)
+    write_report(result.report, out_dir, charts_wanted, html=html_wanted)
+
+
+def _command_line(ctx: click.Context) -> str:
+    """The command as given: the arguments and every option not left at its default."""
+    words = ["cann-diff"]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        source = ctx.get_parameter_source(param.name)
+        if source in (None, click.core.ParameterSource.DEFAULT) or value is None \
+                or value is False:
+            continue
+        if isinstance(param, click.Option):
+            words.append(max(param.opts, key=len))
+        if not getattr(param, "is_flag", False):
+            words.append(str(value))
+    return shlex.join(words)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -91,11 +109,12 @@ def _write_report(result, out_dir: Path, charts_wanted: bool) -> None:
 @click.option("--scheduler", metavar="ADDRESS",
               help="Read ranks on this Dask scheduler (pip install 'cann-diff[dask]').")
 @click.option("--no-charts", is_flag=True, help="Skip the PNG charts.")
+@click.option("--no-html", is_flag=True, help="Skip report.html (one self-contained file).")
 @click.option("-q", "--quiet", is_flag=True,
               help="No progress or warnings on stderr (progress shows only on a terminal).")
 @click.version_option(package_name="cann-diff")
 def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, threshold,
-         fail_pct, fusion_map, alias_map, jobs, scheduler, no_charts, quiet):
+         fail_pct, fusion_map, alias_map, jobs, scheduler, no_charts, no_html, quiet):
     """Compare two Ascend NPU profiles: BASE (current stack) and NEW (candidate).
 
     Writes a Markdown + PNG + JSON report of what changed and why. BASE and NEW are
@@ -141,7 +160,8 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
         gate = _percent(fail_pct) if fail_pct is not None else None
         if out_dir is not None:  # fail early, but create nothing before the inputs read
             check_output_dir(out_dir, [base, new], create=False)
-        result = diff(base, new, options, progress, rank_progress)
+        invocation = Invocation.now(_command_line(click.get_current_context()))
+        result = diff(base, new, options, progress, rank_progress, invocation)
         labels = f"{safe_name(result.report.base.label)}_vs_" \
                  f"{safe_name(result.report.new.label)}"
         out = check_output_dir(out_dir or Path("reports") / labels, [base, new])
@@ -150,7 +170,7 @@ def main(base, new, out_dir, base_label, new_label, top_n, steps_spec, alpha, th
         if replaced and not quiet:
             click.echo(f"cann-diff: replacing {', '.join(replaced)} in {out}", err=True)
         progress(f"writing report to {out}")
-        _write_report(result, out, not no_charts)
+        _write_report(result, out, not no_charts, not no_html)
     except CannDiffError as exc:
         click.echo(f"cann-diff: error: {exc}", err=True)
         sys.exit(EXIT_BAD_INPUT)

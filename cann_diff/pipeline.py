@@ -11,7 +11,7 @@ from .compare.memory import MemoryComparison, compare_memory, copy_summary, read
 from .findings import SEVERITY_ORDER, Analysis, Finding, analyse
 from .match import match
 from .read import StepRanges, load_run
-from .report import Report, build_report
+from .report import Invocation, Report, build_report
 from .settings import Settings
 
 
@@ -40,10 +40,26 @@ class Result:
     memory: MemoryComparison | None = None
 
 
-def _longer_label(path: Path, label: str, side: str) -> str:
-    """Tell two runs with the same directory name apart by their parent directory."""
-    parent = path.resolve().parent.name
-    return f"{parent}/{label}" if parent else f"{side}:{label}"
+def _longer_label(run, other, path: Path, other_path: Path, side: str) -> str:
+    """Tell two runs with the same default label apart.
+
+    By the CANN version each recorded when those differ, else by the shortest path suffix
+    that differs (``level1/rank0`` vs ``level2/rank0``; ``ASCEND_PROFILER_OUTPUT`` and the
+    profiler suffixes skipped), else by the side (a run compared with itself).
+    """
+    mine, theirs = run.meta.cann_version, other.meta.cann_version
+    if mine and theirs and mine != theirs:
+        return f"CANN {mine}"
+
+    def parts(where: Path) -> list[str]:
+        names = [p for p in where.resolve().parts[1:] if p != "ASCEND_PROFILER_OUTPUT"]
+        return [p.removesuffix("_ascend_pt").removesuffix("_ascend_ms") for p in names]
+
+    own, alien = parts(path), parts(other_path)
+    for depth in range(1, len(own) + 1):
+        if own[-depth:] != alien[-depth:]:
+            return "/".join(own[-depth:])
+    return f"{side}:{run.label}"
 
 
 def _ranks_text(ranks: tuple[int, ...]) -> str:
@@ -71,11 +87,13 @@ def _with_memory_finding(analysis: Analysis, memory: MemoryComparison | None) ->
 
 def diff(base_path: str | Path, new_path: str | Path, options: Options = Options(),
          progress=lambda message: None,
-         rank_progress=lambda side, done, total: None) -> Result:
+         rank_progress=lambda side, done, total: None,
+         invocation: Invocation | None = None) -> Result:
     """Read both profiles and compare them.
 
     ``progress`` receives short status messages, ``rank_progress(side, done, total)``
-    is called as ranks are read.
+    is called as ranks are read; ``invocation`` (the CLI's command line and date) goes
+    into the report's provenance.
     """
     runs = []
     for side, path, label in (("base", base_path, options.base_label),
@@ -89,8 +107,10 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
         progress(f"  {run.summary.kernels:,} kernels, ranks {_ranks_text(run.meta.ranks)}")
     base, new = runs
     if base.label == new.label and not (options.base_label or options.new_label):
-        base, new = (replace(run, label=_longer_label(Path(path), run.label, side))
-                     for run, path, side in ((base, base_path, "base"), (new, new_path, "new")))
+        base, new = (replace(base, label=_longer_label(base, new, Path(base_path),
+                                                       Path(new_path), "base")),
+                     replace(new, label=_longer_label(new, base, Path(new_path),
+                                                      Path(base_path), "new")))
     progress("matching and comparing")
     comparison = compare(base, new, match(base.summary.ops, new.summary.ops), options.settings)
     progress("reading memory records")
@@ -108,5 +128,5 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
         memory = replace(memory, warnings=tuple(w for w in memory.warnings
                                                 if "profile_memory=True?" not in w))
     analysis = _with_memory_finding(analyse(comparison, options.fusion_map), memory)
-    report = build_report(comparison, analysis, options.top_n, memory)
+    report = build_report(comparison, analysis, options.top_n, memory, invocation)
     return Result(comparison, analysis, report, memory)

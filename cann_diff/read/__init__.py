@@ -23,6 +23,7 @@ from . import cluster_output, msprof_dirs, sqlite_db, torch_text, trace_json
 from .base import RankData
 from .canonical import canonicalize, normalize_distinct, normalize_dtypes, normalize_shapes
 from .derive import concat_frames
+from .provenance import read_provenance
 from .reduce import combine, samples_per_rank, select, summarize
 from .timeline import step_breakdown_from_kernels
 
@@ -324,9 +325,7 @@ def load_run(path: str | Path, label: str | None = None, *, fusion_map: Path | N
         comm = concat_frames(comm_frames) if comm_frames else empty_comm()
     info = datas[0].info
     meta = RunMeta(path=str(path), format=fmt.name, ranks=tuple(d.rank for d in datas),
-                   cann_version=info.get("cann_version"),
-                   torch_npu_version=info.get("torch_npu_version"),
-                   device=info.get("device"), profiler_level=info.get("profiler_level"))
+                   **read_provenance(fmt.name, [d.source for d in datas], info))
     return Run(label or default_label(path), meta, ops, steps, comm, summary, step_source,
                tuple(warnings))
 
