@@ -10,11 +10,12 @@ Operator figures are per step and per rank: ``base_count`` ops per step,
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime
-from importlib import metadata
+from importlib import metadata, resources
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -29,6 +30,12 @@ from .findings.headline import headline
 from .schema import Note, Run
 
 SCHEMA = "cann-diff/1"
+
+
+def json_schema() -> dict:
+    """The JSON Schema (2020-12) of report.json: ``cann_diff/data/report.schema.json``."""
+    text = resources.files("cann_diff").joinpath("data/report.schema.json").read_text("utf-8")
+    return json.loads(text)
 
 
 def clean(value: Any) -> Any:
@@ -259,9 +266,9 @@ class FusionRow:
     delta_us: float
     exposed_us: float
     paired_by: str
-    api: str
-    min_cann: str
-    enable: str
+    api: str | None
+    min_cann: str | None
+    enable: str | None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import EXAMPLES
+from conftest import EXAMPLES, ROOT
 from profiles import Kernel, aclnn, write_profile
 
 from cann_diff.cli import main
@@ -294,3 +294,9 @@ def test_the_csp_hashes_match_the_style_and_the_script():
 
     assert f"'sha256-{sha(html_render.STYLE)}'" in html_render.CSP
     assert f"'sha256-{sha(html_render.SCRIPT)}'" in html_render.CSP
+
+
+def test_the_readme_shows_a_screenshot_of_the_html():
+    shot = ROOT / "docs" / "report-html.png"
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "](docs/report-html.png)" in (ROOT / "README.md").read_text(encoding="utf-8")

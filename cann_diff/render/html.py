@@ -166,9 +166,17 @@ def inline_html(text: Inline) -> str:
     return "".join(out)
 
 
+def _numeric(block: Table, column: int) -> bool:
+    """A column whose filled cells all carry a raw value: figures, aligned right."""
+    cells = [row[column] for row in block.rows if row[column].text]
+    return bool(cells) and all(c.sort is not None for c in cells)
+
+
 def _table(block: Table) -> str:
-    align = block.align or ("left",) * len(block.headers)
-    right = [a == "right" for a in align]
+    if block.align:
+        right = [a == "right" for a in block.align]
+    else:
+        right = [_numeric(block, i) for i in range(len(block.headers))]
     numeric = ' class="num"'
     head = "".join(f'<th scope="col"{numeric if r else ""}>{escape(h)}</th>'
                    for h, r in zip(block.headers, right))
