@@ -105,9 +105,10 @@ class Side:
     ``driver`` is the driver version as the profile records it (msprof ``drvVersion`` is
     a number, kept undecoded); ``collected`` the end of collection (ISO 8601; ``Z`` = UTC,
     no zone = the host's local time from a directory name); ``device_count`` the distinct
-    devices recorded;
-    ``sources`` maps each provenance fact to the file it was read from or, when its value
-    is None, to the file that would record it.
+    devices recorded; ``world_size``, ``parallel`` (``TP 2 · PP 2 · DP 2 …``) and
+    ``environment`` (the environment variables that were set) come from
+    profiler_metadata.json. ``sources`` maps each provenance fact to the file it was read
+    from or, when its value is None, to the file that would record it.
     """
 
     label: str
@@ -124,6 +125,9 @@ class Side:
     device_count: int | None = None
     collected: str | None = None
     host: str | None = None
+    world_size: int | None = None
+    parallel: str | None = None
+    environment: str | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -440,7 +444,7 @@ def _side(run: Run, steps: tuple[int, ...]) -> Side:
                 Versions(meta.cann_version, meta.torch_npu_version), meta.device,
                 meta.profiler_level, tuple(steps), run.step_source, tuple(run.warnings),
                 meta.driver_version, meta.device_count, meta.collected, meta.host,
-                frozen(meta.sources))
+                meta.world_size, meta.parallel, meta.environment, frozen(meta.sources))
 
 
 def _figure(values: Mapping[str, float]) -> Figure:

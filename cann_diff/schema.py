@@ -121,10 +121,11 @@ class RunMeta:
 
     ``collected`` is the end of collection, ISO 8601 (``…Z`` when the profile recorded
     Unix time, no zone when only a directory name's local time); ``device_count`` counts
-    distinct (host, device id) pairs. ``sources`` maps each provenance fact (``cann``,
+    distinct (host, device id) pairs; ``world_size``, ``parallel`` and ``environment`` come
+    from ``profiler_metadata.json``. ``sources`` maps each provenance fact (``cann``,
     ``torch_npu``, ``driver``, ``device``, ``device_count``, ``profiler_level``,
-    ``collected``, ``host``) to the file it was read from or, when unknown, the file that
-    would record it (``read/provenance.py``).
+    ``collected``, ``host``, ``world_size``, ``parallel``, ``environment``) to the file it
+    was read from or, when unknown, the file that would record it (``read/provenance.py``).
     """
 
     path: str
@@ -138,6 +139,9 @@ class RunMeta:
     device_count: int | None = None
     collected: str | None = None
     host: str | None = None
+    world_size: int | None = None
+    parallel: str | None = None
+    environment: str | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -153,6 +157,9 @@ class RunMeta:
             "profiler_level": self.profiler_level,
             "collected": self.collected,
             "host": self.host,
+            "world_size": self.world_size,
+            "parallel": self.parallel,
+            "environment": self.environment,
             "sources": dict(self.sources),
         }
 

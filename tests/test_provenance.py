@@ -105,7 +105,10 @@ def test_report_json_and_markdown_carry_the_provenance(tmp_path):
     assert side["driver"] is None and side["device"] is None and side["device_count"] is None
     assert side["host"] == "node0" and side["collected"] == "2025-01-09T17:12:51"
     assert set(side["sources"]) == {"cann", "torch_npu", "driver", "device", "device_count",
-                                    "profiler_level", "collected", "host"}
+                                    "profiler_level", "collected", "host", "world_size",
+                                    "parallel", "environment"}
+    # write_profile writes no profiler_metadata.json: name the file that would hold them.
+    assert side["sources"]["world_size"] == "profiler_metadata.json: distributed_args"
     assert report["tool"]["name"] == "cann-diff"
     assert report["invocation"] is None  # a library call: no command line, no date
 
@@ -174,6 +177,18 @@ def test_cann83_text_export():
     # end_info.collectionTimeEnd 1764246878131995320 ns
     assert meta.collected == utc(1764246878)
     assert meta.device is None and meta.host is None  # text export: no PROF_*, no db
+    # profiler_metadata.json: distributed_args (tp 1, pp 2, dp 2, cp 1, ep 1, world 4) and
+    # ENV_VARIABLES with two of nine variables set.
+    assert meta.world_size == 4
+    assert meta.parallel == "TP 1 · PP 2 · DP 2 · CP 1 · EP 1"
+    assert meta.environment == ("ASCEND_GLOBAL_LOG_LEVEL=3, "
+                                "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True")
+    md = render_markdown(diff(MI / "test/st/level2/rank_0_ascend_pt",
+                              MI / "test/st/level2/rank_2_ascend_pt").report)
+    rows = [line.split("|")[1].strip() for line in md.splitlines()[4:24] if line.startswith("|")]
+    assert rows[rows.index("ranks"):rows.index("ranks") + 3] == ["ranks", "parallelism",
+                                                                 "environment"]
+    assert "| 0 (world size 4) " in md
 
 
 @needs_realdata
@@ -194,6 +209,7 @@ def test_msprof_2023_prof_directories():
     # end_info.0: collectionTimeEnd 1692340082430569 µs = collectionDateEnd 14:28:02 (UTC+8)
     assert meta.collected == "2023-08-18T06:28:02Z"
     assert meta.sources["torch_npu"].startswith("n/a: ")
+    assert meta.world_size is None and meta.parallel is None
 
 
 @needs_realdata

@@ -19,6 +19,11 @@ collected         end of collection: ``profiler_info`` ``end_info.collectionTime
                   ``{host}_{pid}_{YYYYmmddHHMMSSfff}_ascend_pt`` directory name (local time)
 host              db ``HOST_INFO.hostName``, msprof ``info.json`` ``hostname``, else the
                   directory name's ``{host}_{pid}`` worker prefix
+world_size        ``profiler_metadata.json`` ``distributed_args.world_size`` (Megatron /
+                  MindSpeed jobs)
+parallel          ``distributed_args``: ``TP 2 · PP 2 · DP 2 · CP 1 · EP 1 · SP``
+environment       the non-empty ``ENV_VARIABLES`` of ``profiler_metadata.json`` or db
+                  ``META_DATA`` (``PYTORCH_NPU_ALLOC_CONF=…``), sorted
 ================  ===========================================================================
 
 ``read_provenance`` returns the ``RunMeta`` fields; ``sources`` maps every fact to the file
@@ -45,7 +50,7 @@ from .derive import CHIP_TABLE
 from .sqlite_db import MSPROF_DB, OUTPUT_DIR, connect, find_db, tables_of
 
 FACTS = ("cann", "torch_npu", "driver", "device", "device_count", "profiler_level",
-         "collected", "host")
+         "collected", "host", "world_size", "parallel", "environment")
 # Where a fact would be recorded, per reader format, as ``file: key`` (``n/a: why`` when
 # the format cannot record it): named in the report's "not recorded (…)".
 WOULD_HOLD_TORCH = {
@@ -57,6 +62,9 @@ WOULD_HOLD_TORCH = {
     "profiler_level": "profiler_info_<rank>.json: _profiler_level",
     "collected": "profiler_info_<rank>.json: end_info",
     "host": "PROF_*/host/info.json: hostname",
+    "world_size": "profiler_metadata.json: distributed_args",
+    "parallel": "profiler_metadata.json: distributed_args",
+    "environment": "profiler_metadata.json: ENV_VARIABLES",
 }
 WOULD_HOLD_DB = {
     **WOULD_HOLD_TORCH,
@@ -74,6 +82,9 @@ WOULD_HOLD_MSPROF = {
     "profiler_level": "n/a: msprof has no profiler level",
     "collected": "device_*/end_info.*",
     "host": "host/info.json: hostname",
+    "world_size": "n/a: an msprof capture runs below the framework",
+    "parallel": "n/a: an msprof capture runs below the framework",
+    "environment": "n/a: an msprof capture runs below the framework",
 }
 WOULD_HOLD_KINETO = {
     **{fact: "n/a: a GPU (Kineto) trace does not record it" for fact in FACTS},
@@ -86,6 +97,9 @@ WOULD_HOLD_CLUSTER = {fact: "n/a: a cluster_analysis_output records none; see it
 PROFILER_INFO_KEYS = {"cann": "cann_version", "torch_npu": "torch_npu_version",
                       "profiler_level": "_profiler_level", "collected": "end_info"}
 PROF_DIR = re.compile(r"^PROF_\d+_(?P<time>\d{17})_[0-9a-zA-Z]+$")
+PARALLEL_KEYS = (("TP", "tensor_model_parallel_size"), ("PP", "pipeline_model_parallel_size"),
+                 ("DP", "data_parallel_size"), ("CP", "context_parallel_size"),
+                 ("EP", "expert_model_parallel_size"))
 WORKER_DIR = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)_(?P<time>\d{17})_ascend_(?:pt|ms)$")
 
 
@@ -138,6 +152,38 @@ def _profiler_info(root: Path, found: _Found) -> None:
     found.add("collected", _utc(end.get("collectionTimeEnd")), name)
 
 
+def _distributed(args, found: _Found, where: str) -> None:
+    """World size and the parallel layout of Megatron / MindSpeed ``distributed_args``."""
+    if not isinstance(args, dict):
+        return
+    size = args.get("world_size")
+    found.add("world_size", int(size) if str(size).isdigit() else None, where)
+    layout = [f"{name} {args[key]}" for name, key in PARALLEL_KEYS if args.get(key) is not None]
+    if args.get("sequence_parallel") is True:
+        layout.append("SP")
+    found.add("parallel", " · ".join(layout) or None, where)
+
+
+def _environment(variables, found: _Found, where: str) -> None:
+    """The environment variables that were set (torch_npu records a fixed list, mostly empty)."""
+    if isinstance(variables, str):
+        try:
+            variables = json.loads(variables)
+        except ValueError:
+            return
+    if isinstance(variables, dict):
+        found.looked.setdefault("environment", f"{where}: none set")
+        found.add("environment", ", ".join(f"{k}={v}" for k, v in sorted(variables.items())
+                                           if v not in (None, "")) or None, where)
+
+
+def _profiler_metadata(root: Path, found: _Found) -> None:
+    data = _json(root / "profiler_metadata.json")
+    if isinstance(data, dict):
+        _distributed(data.get("distributed_args"), found, "profiler_metadata.json")
+        _environment(data.get("ENV_VARIABLES"), found, "profiler_metadata.json")
+
+
 def _db(db: Path, found: _Found, label: str) -> None:
     """META_DATA, NPU_INFO, HOST_INFO and SESSION_TIME_INFO of one profiler db."""
     try:
@@ -150,6 +196,12 @@ def _db(db: Path, found: _Found, label: str) -> None:
                 found.add("torch_npu", meta.get("torch_npu_version"), f"{label}: META_DATA")
                 driver = next((v for k, v in meta.items() if "driver" in k), None)
                 found.add("driver", driver, f"{label}: META_DATA")
+                _environment(meta.get("env_variables"), found, f"{label}: META_DATA")
+                try:
+                    _distributed(json.loads(meta.get("distributed_args") or "null"), found,
+                                 f"{label}: META_DATA")
+                except (TypeError, ValueError):
+                    pass  # not JSON: the key holds something else
             if {"id", "name"} <= tables.get("NPU_INFO", set()):
                 chips = conn.execute("SELECT id, name FROM NPU_INFO").fetchall()
                 found.add("device", next((n for _, n in chips if n), None),
@@ -230,6 +282,7 @@ def _rank_facts(source: Path, fmt: str) -> _Found:
     if root.name == OUTPUT_DIR:
         root = root.parent
     _profiler_info(root, found)
+    _profiler_metadata(root, found)
     db = find_db(source) if fmt != "msprof" else None
     if db is not None:
         _db(db, found, db.name if db.parent == root else f"{db.parent.name}/{db.name}")
@@ -281,7 +334,8 @@ def read_provenance(fmt: str, sources: list[Path], info: Mapping | None = None) 
     ``torch_npu_version``, ``device``, ``profiler_level``); it fills what these files lack
     (a Kineto trace's device, read with the trace). Returns
     ``cann_version``, ``torch_npu_version``, ``driver_version``, ``device``,
-    ``device_count``, ``profiler_level``, ``collected``, ``host`` and ``sources``.
+    ``device_count``, ``profiler_level``, ``collected``, ``host``, ``world_size``,
+    ``parallel``, ``environment`` and ``sources``.
     """
     info = info or {}
     ranks = [_rank_facts(Path(source), fmt) for source in dict.fromkeys(sources)]
@@ -314,6 +368,9 @@ def read_provenance(fmt: str, sources: list[Path], info: Mapping | None = None) 
             "profiler_level": _text(values.get("profiler_level")),
             "collected": _text(values.get("collected")),
             "host": _text(values.get("host")),
+            "world_size": world if isinstance(world := values.get("world_size"), int) else None,
+            "parallel": _text(values.get("parallel")),
+            "environment": _text(values.get("environment")),
             "sources": sources_of}
 
 

@@ -109,12 +109,18 @@ def _provenance(report: Report) -> list[Block]:
             row("torch_npu", lambda s: _recorded(s, "torch_npu", s.versions.torch_npu)),
             row("driver", lambda s: _recorded(s, "driver", s.driver)),
             row("device", _device),
-            row("ranks", lambda s: cell(_ranks(s.ranks))),
+            row("ranks", lambda s: cell(_ranks(s.ranks) + (f" (world size {s.world_size})"
+                                                           if s.world_size else ""))),
             row("steps", lambda s: cell(_ranks(s.steps) or "whole run")),
             row("profiler level", lambda s: _recorded(s, "profiler_level", s.profiler_level)),
             row("collected", lambda s: _recorded(s, "collected", _when(s.collected))),
             row("host", lambda s: _recorded(s, "host", s.host)),
             row("step figures from", lambda s: cell(s.step_source)))
+    # Megatron / MindSpeed facts, after the ranks: a row only when a side records them.
+    job = tuple(row(name, lambda s, fact=fact: _recorded(s, fact, getattr(s, fact)))
+                for name, fact in (("parallelism", "parallel"), ("environment", "environment"))
+                if getattr(b, fact) or getattr(n, fact))
+    rows = rows[:8] + job + rows[8:]
     t = report.thresholds
     made = inline(f"Report by cann-diff {report.tool.version or '(version unknown)'} "
                   f"(α = {t.alpha:g}, minimum change {t.threshold_pct:g}%, "
