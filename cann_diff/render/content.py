@@ -11,7 +11,7 @@ import statistics
 from collections.abc import Collection
 
 from .. import format as fmt
-from ..report import OperatorRow, Report, Side
+from ..report import OperatorRow, Report
 from .document import (
     Block,
     Cell,
@@ -29,6 +29,7 @@ from .document import (
     strong,
 )
 from .memory import memory_blocks
+from .provenance import provenance_blocks, ranks_text
 
 BREAKDOWN_ROWS = (("computing", "Computing"),
                   ("communication_not_overlapped", "Communication (not overlapped = exposed)"),
@@ -52,83 +53,6 @@ def section(title: str, anchor: str) -> Heading:
 def absent(title: str, text: str) -> Paragraph:
     """One line in place of a section without data: what is absent and why."""
     return Paragraph(inline(strong(f"{title}:"), f" {text}"), "absent")
-
-
-# --------------------------------------------------------------------------- provenance
-
-
-def _ranks(values) -> str:
-    if not values:
-        return ""
-    if len(values) > 8:
-        return f"{values[0]}…{values[-1]} ({len(values)})"
-    return ", ".join(str(v) for v in values)
-
-
-def _when(iso: str | None) -> str | None:
-    if not iso:
-        return None
-    if iso.endswith("Z"):
-        return iso[:-1].replace("T", " ") + " UTC"
-    return iso.replace("T", " ") + " (local time)"
-
-
-def _where(side: Side, fact: str) -> tuple:
-    """``not recorded (`file`: key)``, or ``n/a (why)`` where the format cannot record it."""
-    source = side.sources.get(fact) or "no file names it"
-    file, _, detail = source.partition(": ")
-    if file == "n/a":
-        return inline(f"n/a ({detail})")
-    return inline("not recorded (", code(file), f": {detail})" if detail else ")")
-
-
-def _recorded(side: Side, fact: str, value) -> Cell:
-    if value is None or value == "":
-        return cell(_where(side, fact))
-    return cell(str(value))
-
-
-def _device(side: Side) -> Cell:
-    if side.device and side.device_count:
-        return cell(f"{side.device} × {side.device_count}")
-    if side.device_count:
-        return cell(f"{side.device_count} device(s), type ", _where(side, "device"))
-    return _recorded(side, "device", side.device)
-
-
-def _provenance(report: Report) -> list[Block]:
-    b, n = report.base, report.new
-
-    def row(name: str, make) -> tuple[Cell, ...]:
-        return (cell(name), make(b), make(n))
-
-    rows = (row("label", lambda s: cell(s.label)),
-            row("path", lambda s: cell(code(s.path))),
-            row("format", lambda s: cell(s.format)),
-            row("CANN", lambda s: _recorded(s, "cann", s.versions.cann)),
-            row("torch_npu", lambda s: _recorded(s, "torch_npu", s.versions.torch_npu)),
-            row("driver", lambda s: _recorded(s, "driver", s.driver)),
-            row("device", _device),
-            row("ranks", lambda s: cell(_ranks(s.ranks) + (f" (world size {s.world_size})"
-                                                           if s.world_size else ""))),
-            row("steps", lambda s: cell(_ranks(s.steps) or "whole run")),
-            row("profiler level", lambda s: _recorded(s, "profiler_level", s.profiler_level)),
-            row("collected", lambda s: _recorded(s, "collected", _when(s.collected))),
-            row("host", lambda s: _recorded(s, "host", s.host)),
-            row("step figures from", lambda s: cell(s.step_source)))
-    # Megatron / MindSpeed facts, after the ranks: a row only when a side records them.
-    job = tuple(row(name, lambda s, fact=fact: _recorded(s, fact, getattr(s, fact)))
-                for name, fact in (("parallelism", "parallel"), ("environment", "environment"))
-                if getattr(b, fact) or getattr(n, fact))
-    rows = rows[:8] + job + rows[8:]
-    t = report.thresholds
-    made = inline(f"Report by cann-diff {report.tool.version or '(version unknown)'} "
-                  f"(α = {t.alpha:g}, minimum change {t.threshold_pct:g}%, "
-                  f"{int(t.confidence * 100)}% confidence intervals)")
-    if report.invocation is not None:
-        made = inline(made, ", run as ", code(report.invocation.command), " on ",
-                      report.invocation.date)
-    return [Table(("", "base", "new"), rows), Paragraph(inline(made, "."), "small")]
 
 
 # --------------------------------------------------------------------------- findings, step
@@ -377,8 +301,8 @@ def _ranks_section(report: Report, charts: Collection[str]) -> list[Block]:
                          "new exposed", "base wait", "new wait"), rows, sortable=True))
     if not deltas:
         blocks.append(absent("Per-rank change", "no rank is in both runs (base "
-                                                f"{_ranks(report.base.ranks)}; new "
-                                                f"{_ranks(report.new.ranks)}), so there is "
+                                                f"{ranks_text(report.base.ranks)}; new "
+                                                f"{ranks_text(report.new.ranks)}), so there is "
                                                 "no change to chart."))
     blocks += [Chart(name, title) for name, title in
                (("rank_heatmap", "Per-rank change"), ("rank_steps", "Step per rank"))
@@ -461,7 +385,7 @@ def report_blocks(report: Report, charts: Collection[str] = ()) -> list[Block]:
     blocks: list[Block] = [
         Heading(1, inline(f"cann-diff: {report.base.label} vs {report.new.label}")),
         Paragraph(inline(strong("Verdict:"), " ", report.headline), "verdict")]
-    blocks += _side_warnings(report) + _provenance(report) + _findings(report)
+    blocks += _side_warnings(report) + provenance_blocks(report) + _findings(report)
     blocks += _step(report, charts, notes) + _fusion(report) + _communication(report)
     blocks += _operators(report, charts, notes) + _groups(report)
     blocks += _ranks_section(report, charts) + _categories(report)
