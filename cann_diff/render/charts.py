@@ -221,7 +221,8 @@ def _rank_grid(report: Report):
             base, new = getattr(r, f"base_{key}"), getattr(r, f"new_{key}")
             if base and new is not None and base == base and new == new:
                 grid[i, j] = (new - base) / base * 100
-    return fields, ranks, grid
+    drawn = np.isfinite(grid).any(axis=1)  # a metric zero in every base (no comm) says nothing
+    return [f for f, keep in zip(fields, drawn) if keep], ranks, grid[drawn]
 
 
 def has_rank_change(report: Report) -> bool:
@@ -234,8 +235,8 @@ def has_rank_change(report: Report) -> bool:
 def rank_heatmap_figure(report: Report):
     """Ranks × metrics, colour = Δ% new vs base (the 64 ranks that moved most).
 
-    Diverging blue (lower) to red (higher), centred on 0; hatched cells: the rank is in
-    one run only.
+    Diverging blue (lower) to red (higher), centred on 0; hatched cells have no Δ% (the
+    rank is in one run only, or its base is 0); a metric without any Δ% is left out.
     """
     import numpy as np
 
@@ -254,7 +255,7 @@ def rank_heatmap_figure(report: Report):
     ax.set_yticks(range(len(fields)), [name for _, name in fields])
     step = max(1, len(ranks) // 32)
     ax.set_xticks(range(0, len(ranks), step), [str(r.rank) for r in ranks][::step])
-    ax.set_xlabel("rank (hatched: in one run only)")
+    ax.set_xlabel("rank (hatched: no Δ% — the rank is in one run only, or its base is 0)")
     fig.colorbar(image, ax=ax, label="Δ% new vs base")
     ax.set_title("Per-rank change")
     return fig
