@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import sys
 import threading
@@ -79,10 +80,27 @@ def _summary(report, out_dir: Path) -> str:
     return "\n".join(lines)
 
 
-def _write_report(result, out_dir: Path, charts_wanted: bool) -> None:
+def _write_report(result, out_dir: Path, charts_wanted: bool, html_wanted: bool = True) -> None:
     from .render import write_report
 
-    write_report(result.report, out_dir, charts_wanted)
+    write_report(result.report, out_dir, charts_wanted, html=html_wanted)
+
+
+def _command_line(ctx: click.Context) -> str:
+    """The command as given: the arguments and every option not left at its default."""
+    words = ["cann-diff"]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        source = ctx.get_parameter_source(param.name)
+        if source in (None, click.core.ParameterSource.DEFAULT) or value is None \
+                or value is False:
+            continue
+        if isinstance(param, click.Option):
+            words.append(max(param.opts, key=len))
+        if getattr(param, "is_flag", False):
+            continue
+        words += [str(v) for v in value] if isinstance(value, tuple) else [str(value)]
+    return shlex.join(words)
 
 
 def _raise_terminated(signum, frame) -> None:
@@ -158,13 +176,14 @@ def _show_version(ctx: click.Context, _param, value: bool) -> None:
 @click.option("--scheduler", metavar="ADDRESS",
               help="Read ranks on this Dask scheduler (pip install 'cann-diff[dask]').")
 @click.option("--no-charts", is_flag=True, help="Skip the PNG charts.")
+@click.option("--no-html", is_flag=True, help="Skip report.html (one self-contained file).")
 @click.option("-q", "--quiet", is_flag=True,
               help="No progress or warnings on stderr (progress shows only on a terminal).")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_show_version, help="Show the version and exit.")
 def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_spec, alpha,
          threshold, step_threshold, fail_pct, fusion_map, alias_map, jobs, scheduler,
-         no_charts, quiet):
+         no_charts, no_html, quiet):
     """Compare Ascend NPU profiles: BASE (current stack) and NEW (one or more candidates).
 
     Writes a Markdown + PNG + JSON report of what changed and why. With several NEW,
@@ -184,7 +203,9 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
       130  interrupted by SIGINT (Ctrl-C): no partial report or temp file left
       143  terminated by SIGTERM: no partial report or temp file left
     """  # noqa: D301 (click's \b: a paragraph it must not rewrap)
-    from .pipeline import Options, diff_candidates  # here, not at the top: --help stays fast
+    # Here, not at the top: --help stays fast.
+    from .pipeline import Options, diff_candidates
+    from .report import Invocation
 
     started = time.monotonic()
 
@@ -227,7 +248,9 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
     inputs = [base, *news]
     if out_dir is not None:  # fail early, but create nothing before the inputs read
         check_output_dir(out_dir, inputs, create=False)
-    results = diff_candidates(base, news, options, labels, progress, rank_progress)
+    invocation = Invocation.now(_command_line(click.get_current_context()))
+    results = diff_candidates(base, news, options, labels, progress, rank_progress,
+                              invocation)
     reports = [r.report for r in results]
     names = [f"{safe_name(r.base.label)}_vs_{safe_name(r.new.label)}" for r in reports]
     default = names[0] if len(reports) == 1 else \
@@ -244,10 +267,10 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
             click.echo(f"cann-diff: replacing {', '.join(replaced)} in {out}", err=True)
         progress(f"writing report to {out}")
         if len(results) == 1:
-            _write_report(results[0], stage, not no_charts)
+            _write_report(results[0], stage, not no_charts, not no_html)
         else:
             _write_candidates(results, names, failed if gate is not None else None, gate,
-                              stage, not no_charts)
+                              stage, not no_charts, not no_html)
     if not quiet:
         _warn(reports)
     if len(results) == 1:
@@ -296,17 +319,17 @@ def _warn(reports) -> None:
 
 
 def _write_candidates(results, names: list[str], failed: list[bool] | None,
-                      gate: float | None, stage: Path, charts: bool) -> None:
+                      gate: float | None, stage: Path, charts: bool, html: bool) -> None:
     """Each pairwise report in its own directory, the summary beside them."""
     from .render.summary import write_summary
     from .summary import build_summary
 
     for result, name in zip(results, names):
         (stage / name).mkdir()
-        _write_report(result, stage / name, charts)
+        _write_report(result, stage / name, charts, html)
     summary = build_summary([r.report for r in results], names,
                             failed or [None] * len(results), gate)
-    write_summary(summary, stage, charts)
+    write_summary(summary, stage, charts, html)
 
 
 def _candidates_summary(results, names: list[str], out_dir: Path) -> str:

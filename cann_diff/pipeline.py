@@ -10,7 +10,7 @@ from .compare.memory import MemoryComparison, compare_memory, copy_summary
 from .findings import SEVERITY_ORDER, Analysis, Finding, analyse
 from .match import match
 from .read import StepRanges, load_run
-from .report import Report, build_report
+from .report import Invocation, Report, build_report
 from .schema import Run
 from .settings import Settings
 
@@ -40,10 +40,26 @@ class Result:
     memory: MemoryComparison | None = None
 
 
-def _longer_label(path: Path, label: str, side: str) -> str:
-    """Tell two runs with the same directory name apart by their parent directory."""
-    parent = path.resolve().parent.name
-    return f"{parent}/{label}" if parent else f"{side}:{label}"
+def _longer_label(run, other, path: Path, other_path: Path, side: str) -> str:
+    """Tell two runs with the same default label apart.
+
+    By the CANN version each recorded when those differ, else by the shortest path suffix
+    that differs (``level1/rank0`` vs ``level2/rank0``; ``ASCEND_PROFILER_OUTPUT`` and the
+    profiler suffixes skipped), else by the side (a run compared with itself).
+    """
+    mine, theirs = run.meta.cann_version, other.meta.cann_version
+    if mine and theirs and mine != theirs:
+        return f"CANN {mine}"
+
+    def parts(where: Path) -> list[str]:
+        names = [p for p in where.resolve().parts[1:] if p != "ASCEND_PROFILER_OUTPUT"]
+        return [p.removesuffix("_ascend_pt").removesuffix("_ascend_ms") for p in names]
+
+    own, alien = parts(path), parts(other_path)
+    for depth in range(1, len(own) + 1):
+        if own[-depth:] != alien[-depth:]:
+            return "/".join(own[-depth:])
+    return f"{side}:{run.label}"
 
 
 def _ranks_text(ranks: tuple[int, ...]) -> str:
@@ -83,7 +99,8 @@ def read_side(path: str | Path, label: str | None, side: str, options: Options,
 
 
 def compare_runs(base: Run, new: Run, options: Options = Options(),
-                 progress=lambda message: None) -> Result:
+                 progress=lambda message: None,
+                 invocation: Invocation | None = None) -> Result:
     """Compare two runs already read: match, compare, memory, findings, report.
 
     Each run was walked and read once: its kernels, steps, communication and memory come
@@ -105,40 +122,45 @@ def compare_runs(base: Run, new: Run, options: Options = Options(),
         memory = replace(memory, warnings=tuple(w for w in memory.warnings
                                                 if "profile_memory=True?" not in w))
     analysis = _with_memory_finding(analyse(comparison, options.fusion_map), memory)
-    report = build_report(comparison, analysis, options.top_n, memory)
+    report = build_report(comparison, analysis, options.top_n, memory, invocation)
     return Result(comparison, analysis, report, memory)
 
 
-def distinct_labels(runs: list[Run], paths: list[str | Path]) -> list[Run]:
-    """Runs whose default labels collide, told apart by their parent directories."""
+def distinct_labels(runs: list[Run], paths: list[str | Path],
+                    sides: list[str]) -> list[Run]:
+    """Runs whose default labels collide, each told apart from the first run sharing it."""
     labels = [run.label for run in runs]
-    if len(set(labels)) == len(labels):
-        return runs
-    return [replace(run, label=_longer_label(Path(path), run.label, f"run{i}"))
-            if labels.count(run.label) > 1 else run
-            for i, (run, path) in enumerate(zip(runs, paths))]
+    out = []
+    for i, (run, path) in enumerate(zip(runs, paths)):
+        other = next((j for j, label in enumerate(labels) if label == run.label and j != i),
+                     None)
+        out.append(run if other is None else replace(run, label=_longer_label(
+            run, runs[other], Path(path), Path(paths[other]), sides[i])))
+    return out
 
 
 def diff(base_path: str | Path, new_path: str | Path, options: Options = Options(),
          progress=lambda message: None,
-         rank_progress=lambda side, done, total: None) -> Result:
+         rank_progress=lambda side, done, total: None,
+         invocation: Invocation | None = None) -> Result:
     """Read both profiles and compare them.
 
     ``progress`` receives short status messages, ``rank_progress(side, done, total)``
-    is called as ranks are read.
+    is called as ranks are read; ``invocation`` (the CLI's command line and date) goes
+    into the report's provenance.
     """
     base = read_side(base_path, options.base_label, "base", options, progress, rank_progress)
     new = read_side(new_path, options.new_label, "new", options, progress, rank_progress)
-    if base.label == new.label and not (options.base_label or options.new_label):
-        base, new = (replace(run, label=_longer_label(Path(path), run.label, side))
-                     for run, path, side in ((base, base_path, "base"), (new, new_path, "new")))
-    return compare_runs(base, new, options, progress)
+    if not (options.base_label or options.new_label):
+        base, new = distinct_labels([base, new], [base_path, new_path], ["base", "new"])
+    return compare_runs(base, new, options, progress, invocation)
 
 
 def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
                     options: Options = Options(), labels: list[str | None] | None = None,
                     progress=lambda message: None,
-                    rank_progress=lambda side, done, total: None) -> list[Result]:
+                    rank_progress=lambda side, done, total: None,
+                    invocation: Invocation | None = None) -> list[Result]:
     """One baseline against several candidates: the base is read once, candidates in parallel.
 
     ``labels`` names the base and then each candidate (None: the default label). Returns
@@ -154,6 +176,7 @@ def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
                              zip(labels[1:], new_paths, range(1, len(new_paths) + 1))))
     runs = [base, *news]
     if not any(labels):
-        runs = distinct_labels(runs, [base_path, *new_paths])
+        runs = distinct_labels(runs, [base_path, *new_paths],
+                               ["base", *[f"new{i}" for i in range(1, len(news) + 1)]])
     base, news = runs[0], runs[1:]
-    return [compare_runs(base, new, options, progress) for new in news]
+    return [compare_runs(base, new, options, progress, invocation) for new in news]

@@ -2,16 +2,20 @@
 
 Markdown, report.json, ranks.csv and the charts all render this model and nothing else,
 so they cannot disagree. Every part is a frozen dataclass; ``Report.to_dict()`` is
-report.json (schema ``cann-diff/1``, DESIGN.md), derived from the fields by ``to_json``.
+report.json (schema ``cann-diff/1``; every key is described in
+``cann_diff/data/report.schema.json``), derived from the fields by ``to_json``.
 Operator figures are per step and per rank: ``base_count`` ops per step,
 ``base_total_us`` µs per step; ``base_instances`` is the raw count over the whole run.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, field, fields, is_dataclass
+from datetime import datetime
+from importlib import metadata, resources
 from types import MappingProxyType
 from typing import Any, TypeVar
 
@@ -19,12 +23,20 @@ import numpy as np
 import pandas as pd
 
 from .compare import Comparison
+from .compare.families import compare_families
 from .compare.memory import MemoryComparison
 from .findings import Analysis, FusionGroup
+from .findings.compute_split import mc2_part
 from .findings.headline import headline
 from .schema import Note, Run
 
 SCHEMA = "cann-diff/1"
+
+
+def json_schema() -> dict:
+    """The JSON Schema (2020-12) of report.json: ``cann_diff/data/report.schema.json``."""
+    text = resources.files("cann_diff").joinpath("data/report.schema.json").read_text("utf-8")
+    return json.loads(text)
 
 
 def clean(value: Any) -> Any:
@@ -89,7 +101,16 @@ class Versions:
 
 @dataclass(frozen=True)
 class Side:
-    """One run as the report names it: where it came from and what it holds."""
+    """One run as the report names it: where it came from and what it holds.
+
+    ``driver`` is the driver version as the profile records it (msprof ``drvVersion`` is
+    a number, kept undecoded); ``collected`` the end of collection (ISO 8601; ``Z`` = UTC,
+    no zone = the host's local time from a directory name); ``device_count`` the distinct
+    devices recorded; ``world_size``, ``parallel`` (``TP 2 · PP 2 · DP 2 …``) and
+    ``environment`` (the environment variables that were set) come from
+    profiler_metadata.json. ``sources`` maps each provenance fact to the file it was read
+    from or, when its value is None, to the file that would record it.
+    """
 
     label: str
     path: str
@@ -101,6 +122,14 @@ class Side:
     steps: tuple[int, ...]
     step_source: str
     warnings: tuple[str, ...]
+    driver: str | None = None
+    device_count: int | None = None
+    collected: str | None = None
+    host: str | None = None
+    world_size: int | None = None
+    parallel: str | None = None
+    environment: str | None = None
+    sources: Mapping[str, str] = field(default_factory=dict)
     ranks_without_kernels: tuple[int, ...] = ()
 
 
@@ -251,6 +280,7 @@ class OperatorRow:
     ci_note: str | None = None
     base_claimed: float | None = None
     new_claimed: float | None = None
+    mc2_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -311,9 +341,9 @@ class FusionRow:
     delta_us: float
     exposed_us: float
     paired_by: str
-    api: str
-    min_cann: str
-    enable: str
+    api: str | None
+    min_cann: str | None
+    enable: str | None
 
 
 @dataclass(frozen=True)
@@ -385,6 +415,54 @@ class GroupRow:
 
 
 @dataclass(frozen=True)
+class FamilyRow:
+    """Kernel time of one compute family (``compare/families.py``), per step and rank."""
+
+    family: str
+    base_count: float
+    new_count: float
+    base_total_us: float
+    new_total_us: float
+    delta_us: float
+    delta_pct: float | None
+    base_share_pct: float | None
+    new_share_pct: float | None
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """How the report was asked for: the command line and when (the CLI fills it).
+
+    Library users leave it None, so a report built twice from the same profiles is the
+    same report (the golden files rely on it).
+    """
+
+    command: str
+    date: str
+
+    @classmethod
+    def now(cls, command: str) -> Invocation:
+        """The invocation of ``command`` at the current local time (ISO 8601, seconds)."""
+        return cls(command, datetime.now().astimezone().isoformat(timespec="seconds"))
+
+
+def tool_version() -> str | None:
+    """The installed cann-diff version (package metadata); None when not installed."""
+    try:
+        return metadata.version("cann-diff")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@dataclass(frozen=True)
+class Tool:
+    """The program that made the report."""
+
+    name: str = "cann-diff"
+    version: str | None = field(default_factory=tool_version)
+
+
+@dataclass(frozen=True)
 class ReportSettings:
     """The thresholds the verdicts were made with."""
 
@@ -413,6 +491,9 @@ class Report:
     comm_groups: tuple[GroupRow, ...] = ()
     memory: MemoryComparison | None = None
     compute: ComputeSplitResult | None = None
+    families: tuple[FamilyRow, ...] = ()
+    tool: Tool = field(default_factory=Tool)
+    invocation: Invocation | None = None
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -424,10 +505,11 @@ class Report:
         data = {f.name: to_json(getattr(self, f.name)) for f in fields(self)
                 if f.name not in ("notes", "top_n")}
         data["warnings"] = list(self.warnings)
-        order = ("headline", "base", "new", "step", "operators", "categories", "communication",
-                 "fusion", "findings", "warnings", "thresholds", "ranks", "comm_groups", "memory",
-                 "compute")
-        return {"schema": SCHEMA, **{key: data[key] for key in order}}
+        order = ("tool", "invocation", "headline", "base", "new", "step", "operators",
+                 "categories", "families", "communication", "fusion", "findings", "warnings",
+                 "thresholds", "ranks", "comm_groups", "memory", "compute")
+        rest = [key for key in data if key not in order]  # a field added later still shows
+        return {"schema": SCHEMA, **{key: data[key] for key in (*order, *rest)}}
 
 
 # --------------------------------------------------------------------------- building
@@ -438,6 +520,8 @@ def _side(run: Run, steps: tuple[int, ...]) -> Side:
     return Side(run.label, meta.path, meta.format, tuple(meta.ranks),
                 Versions(meta.cann_version, meta.torch_npu_version), meta.device,
                 meta.profiler_level, tuple(steps), run.step_source, tuple(run.warnings),
+                meta.driver_version, meta.device_count, meta.collected, meta.host,
+                meta.world_size, meta.parallel, meta.environment, frozen(meta.sources),
                 tuple(run.ranks_without_kernels))
 
 
@@ -490,13 +574,19 @@ def _operators(cmp: Comparison, analysis: Analysis) -> tuple[OperatorRow, ...]:
     base_claims, new_claims = analysis.fusion_claims
     ops["base_claimed"] = ops["key_id"].map(base_claims)
     ops["new_claimed"] = ops["key_id"].map(new_claims)
+    ops["mc2_us"] = mc2_part(ops, analysis.fusion)
     ops = ops.reindex(ops["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
     return rows_of(ops, OperatorRow)
 
 
 def build_report(cmp: Comparison, analysis: Analysis, top_n: int = 15,
-                 memory: MemoryComparison | None = None) -> Report:
-    """Assemble the Report from a Comparison, its Analysis and the memory comparison."""
+                 memory: MemoryComparison | None = None,
+                 invocation: Invocation | None = None) -> Report:
+    """Assemble the Report from a Comparison, its Analysis and the memory comparison.
+
+    ``invocation`` (command line and date) is shown in the report's provenance; leave it
+    None for a report that depends on the profiles alone.
+    """
     findings = tuple(FindingRow(f.id, f.severity, f.title, f.detail, float(f.delta_us),
                                 frozen(f.data)) for f in analysis.findings)
     t = cmp.settings
@@ -514,4 +604,5 @@ def build_report(cmp: Comparison, analysis: Analysis, top_n: int = 15,
                                                              t.confidence),
         top_n=top_n, ranks=rows_of(cmp.ranks, RankRow),
         comm_groups=rows_of(cmp.groups, GroupRow), memory=memory,
-        compute=_compute(analysis))
+        compute=_compute(analysis),
+        families=rows_of(compare_families(cmp.operators), FamilyRow), invocation=invocation)

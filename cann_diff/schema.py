@@ -45,6 +45,7 @@ built per rank where the rank was read (``read/reduce.py``):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -120,7 +121,16 @@ class Note:
 
 @dataclass(frozen=True)
 class RunMeta:
-    """What we know about how a run was collected; every field may be unknown."""
+    """What we know about how a run was collected; every field may be unknown.
+
+    ``collected`` is the end of collection, ISO 8601 (``…Z`` when the profile recorded
+    Unix time, no zone when only a directory name's local time); ``device_count`` counts
+    distinct (host, device id) pairs; ``world_size``, ``parallel`` and ``environment`` come
+    from ``profiler_metadata.json``. ``sources`` maps each provenance fact (``cann``,
+    ``torch_npu``, ``driver``, ``device``, ``device_count``, ``profiler_level``,
+    ``collected``, ``host``, ``world_size``, ``parallel``, ``environment``) to the file it
+    was read from or, when unknown, the file that would record it (``read/provenance.py``).
+    """
 
     path: str
     format: str
@@ -129,6 +139,14 @@ class RunMeta:
     torch_npu_version: str | None = None
     device: str | None = None
     profiler_level: str | None = None
+    driver_version: str | None = None
+    device_count: int | None = None
+    collected: str | None = None
+    host: str | None = None
+    world_size: int | None = None
+    parallel: str | None = None
+    environment: str | None = None
+    sources: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """JSON-ready form used by report.json ``base``/``new``."""
@@ -137,8 +155,16 @@ class RunMeta:
             "format": self.format,
             "ranks": list(self.ranks),
             "versions": {"cann": self.cann_version, "torch_npu": self.torch_npu_version},
+            "driver": self.driver_version,
             "device": self.device,
+            "device_count": self.device_count,
             "profiler_level": self.profiler_level,
+            "collected": self.collected,
+            "host": self.host,
+            "world_size": self.world_size,
+            "parallel": self.parallel,
+            "environment": self.environment,
+            "sources": dict(self.sources),
         }
 
 

@@ -94,7 +94,8 @@ def _movers(reports: list[Report], limit: int = MOVERS) -> tuple[Mover, ...]:
                                     {"base": op.base_total_us or None, "delta": {},
                                      "status": {}})
             entry["delta"][column] = op.delta_us
-            entry["status"][column] = "mc2" if op.fusion else op.status
+            claimed = op.fusion or op.base_claimed or op.new_claimed
+            entry["status"][column] = "mc2" if claimed else op.status
     ranked = sorted(keys.items(), key=lambda kv: (-max(abs(d or 0) for d in
                                                        kv[1]["delta"].values()), kv[0]))
     n = len(reports)

@@ -1,10 +1,19 @@
-"""Shared fixtures: where the real data lives, and the repository root."""
+"""Shared fixtures: where the real data lives, the repository root, and the report schema.
+
+Every report any test builds is checked against the published schema: ``Report.to_dict``
+is wrapped for each test, so a key of another type than the schema says, or a value that
+is not valid JSON (NaN), fails the test that produced it.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from jsonschema import Draft202012Validator
+
+from cann_diff.report import Report, json_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -14,3 +23,28 @@ EXAMPLES = ROOT / "examples"
 needs_realdata = pytest.mark.skipif(
     not REALDATA.is_dir(),
     reason="../shared/realdata is not beside the project (a user's clone): real-data tests skip")
+
+REPORT_SCHEMA = Draft202012Validator(json_schema())
+
+
+def schema_errors(data: dict) -> list[str]:
+    """Where ``data`` (a report.json as written) breaks cann_diff/data/report.schema.json."""
+    written = json.loads(json.dumps(data, allow_nan=False))
+    errors = sorted(REPORT_SCHEMA.iter_errors(written), key=lambda e: list(e.absolute_path))
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:160]}" for e in errors]
+
+
+@pytest.fixture(autouse=True)
+def report_json_follows_the_schema(monkeypatch):
+    original = Report.to_dict
+
+    def checked(self):
+        data = original(self)
+        errors = schema_errors(data)
+        if errors:
+            raise AssertionError(f"report.json breaks cann_diff/data/report.schema.json "
+                                 f"({len(errors)} error(s)): {'; '.join(errors[:5])}")
+        return data
+
+    monkeypatch.setattr(Report, "to_dict", checked)
+    yield

@@ -14,11 +14,12 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 def test_readme_holds_the_two_commands_and_ci_runs_the_same_test_command():
     run = ("pip install -e . && cann-diff examples/cann7.0.1.3 examples/cann8.0.RC2 "
-           "-o reports/example")
+           "examples/cann8.0.RC2-mc2 -o reports/example")
     test = "pip install -e '.[test]' && pytest"
     assert run in README and test in README
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert test in ci
+    assert run.split(" && ", 1)[1].replace("reports/example", "reports/ci-example") in ci
 
 
 def test_every_cli_option_is_documented_in_the_readme():
@@ -29,10 +30,15 @@ def test_every_cli_option_is_documented_in_the_readme():
     assert not missing, f"options missing from README: {missing}"
 
 
-def test_readme_quotes_the_committed_example_headline():
-    headline = json.loads((ROOT / "reports/example/report.json").read_text())["headline"]
+PAIR = ROOT / "reports/example/cann7.0.1.3_vs_cann8.0.RC2/report.json"
+
+
+def test_readme_quotes_the_committed_example_verdict_and_headline():
     quoted = " ".join(line[2:] for line in README.splitlines() if line.startswith("> "))
-    assert headline in " ".join(quoted.split())
+    quoted = " ".join(quoted.split())
+    summary = json.loads((ROOT / "reports/example/report.json").read_text())
+    assert summary["verdict"] in quoted
+    assert json.loads(PAIR.read_text())["headline"] in quoted
 
 
 def test_readme_library_example_runs(tmp_path, monkeypatch):
@@ -43,7 +49,7 @@ def test_readme_library_example_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace = {}
     exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - our own README
-    committed = json.loads((ROOT / "reports/example/report.json").read_text())["headline"]
+    committed = json.loads(PAIR.read_text())["headline"]
     assert namespace["result"].report.headline == committed
 
 

@@ -8,7 +8,9 @@ Cases:
 
 * ``example`` — the shipped pair ``examples/cann7.0.1.3`` vs ``examples/cann8.0.RC2``
   (2 ranks, steps 5-7; MatmulAllReduce split into MatMul + AllReduce: comm-hides-compute).
-  The committed ``reports/example/report.md`` (the README command's output) must equal it.
+  The committed ``reports/example/cann7.0.1.3_vs_cann8.0.RC2/report.md`` (the pairwise
+  report of the README command, which compares the baseline with two candidates) must equal it
+  plus the command line and date that report.json records (the golden carries neither).
 * ``no_regression_mi_level1_vs_level2`` — one real run profiled at Level1 and at Level2
   (MindStudio Insight test data, copied in tests/data/realdata): same 191 kernels, one
   step each; a no-regression control whose step status must stay ``unchanged``.
@@ -17,7 +19,9 @@ Cases:
 from __future__ import annotations
 
 import difflib
+import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,11 +29,12 @@ from conftest import DATA, ROOT
 
 from cann_diff.pipeline import Options, diff
 from cann_diff.render.markdown import render_markdown
+from cann_diff.report import Invocation
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 CHARTS = {"step_breakdown": "step_breakdown.png", "step_waterfall": "step_waterfall.png",
           "top_movers": "top_movers.png", "rank_heatmap": "rank_heatmap.png",
-          "rank_steps": "rank_steps.png"}
+          "rank_steps": "rank_steps.png", "families": "families.png"}
 MI_TEXT = DATA / "realdata" / "Ascend__msinsight/test/data/pytorch/text"
 
 
@@ -75,11 +80,21 @@ def test_example_report_md(example_result):
     assert_golden("example", render_markdown(example_result.report, CHARTS))
 
 
-def test_committed_example_report_is_the_golden():
-    committed = ROOT / "reports" / "example" / "report.md"
-    assert committed.read_bytes() == (GOLDEN / "example.md").read_bytes(), (
-        "reports/example/report.md is stale: rerun the README command "
-        "`cann-diff examples/cann7.0.1.3 examples/cann8.0.RC2 -o reports/example`")
+def test_committed_example_report_is_the_golden(example_result):
+    example = ROOT / "reports" / "example" / "cann7.0.1.3_vs_cann8.0.RC2"
+    invocation = Invocation(**json.loads((example / "report.json").read_text())["invocation"])
+    assert invocation.command == ("cann-diff examples/cann7.0.1.3 examples/cann8.0.RC2 "
+                                  "examples/cann8.0.RC2-mc2 --out reports/example")
+    report = replace(example_result.report, invocation=invocation)
+    assert (example / "report.md").read_text("utf-8") == render_markdown(report, CHARTS), (
+        "reports/example is stale: rerun the README command `cann-diff examples/cann7.0.1.3 "
+        "examples/cann8.0.RC2 examples/cann8.0.RC2-mc2 -o reports/example`")
+    # The golden is the same report without the command line and the date.
+    golden = (GOLDEN / "example.md").read_text("utf-8").splitlines()
+    differing = [line for line in (example / "report.md").read_text("utf-8").splitlines()
+                 if line not in golden]
+    assert len(differing) == 1
+    assert f"run as `{invocation.command}` on {invocation.date}." in differing[0]
 
 
 def test_no_regression_mi_level1_vs_level2_report_md(level_result):

@@ -101,6 +101,12 @@ def _residual_parts(kernels: pd.DataFrame, base_claims: dict[int, float],
     return parts
 
 
+def mc2_part(ops: pd.DataFrame, groups) -> pd.Series:
+    """Per operator row, the Δ time per step (µs) of the instances MC2 groups claim."""
+    base_claims, new_claims = claimed_instances(list(groups))
+    return _residual_parts(ops, base_claims, new_claims)["mc2"]
+
+
 def split_computing(cmp: Comparison, groups: list[FusionGroup] | tuple[FusionGroup, ...]
                     ) -> ComputeSplit:
     """Split Δ Computing (all steps) into like-for-like, changed work, MC2 and the rest."""

@@ -28,6 +28,7 @@ from .base import RankData
 from .canonical import canonicalize, normalize_distinct, normalize_dtypes, normalize_shapes
 from .derive import concat_frames
 from .memory import MemoryData, memory_data, read_rank_memory, select_memory, step_intervals
+from .provenance import read_provenance
 from .reduce import combine, samples_per_rank, select, summarize
 from .timeline import step_breakdown_from_kernels
 
@@ -519,9 +520,7 @@ def _meta_of(path: Path, fmt: Format, datas: list[RankData]) -> RunMeta:
     """Versions and device from the first rank with kernels (else the first rank)."""
     info = next((d.info for d in datas if d.has_kernels), datas[0].info)
     return RunMeta(path=str(path), format=fmt.name, ranks=tuple(d.rank for d in datas),
-                   cann_version=info.get("cann_version"),
-                   torch_npu_version=info.get("torch_npu_version"),
-                   device=info.get("device"), profiler_level=info.get("profiler_level"))
+                   **read_provenance(fmt.name, [d.source for d in datas], info))
 
 
 def read_memory(path: str | Path, *, jobs: int = 1, scheduler: str | None = None,

@@ -1,8 +1,9 @@
-"""Render stage: the Report as report.md, report.json, ranks.csv and PNG charts.
+"""Render stage: the Report as report.md, report.html, report.json, ranks.csv and PNG charts.
 
 Every output reads the one Report model (``cann_diff/report.py``); nothing here computes.
-The model (and so pandas) is imported inside the functions: the CLI imports
-``render.files`` at start-up, and ``--help`` must not pay for pandas.
+report.md and report.html lay out the same blocks (``content.py``). The model (and so
+pandas) is imported inside the functions: the CLI imports ``render.files`` at start-up, and
+``--help`` must not pay for pandas.
 """
 
 from __future__ import annotations
@@ -31,8 +32,13 @@ def write_ranks_csv(report: Report, path: Path) -> Path:
     return write_atomic(path, lambda temp: table.to_csv(temp, index=False, float_format="%.3f"))
 
 
-def write_report(report: Report, out_dir: Path, charts: bool = True) -> list[Path]:
-    """Write every output of ``report`` into ``out_dir``; returns the paths written."""
+def write_report(report: Report, out_dir: Path, charts: bool = True,
+                 html: bool = True) -> list[Path]:
+    """Write every output of ``report`` into ``out_dir``; returns the paths written.
+
+    ``charts``: draw the PNGs (report.md links them, report.html carries them inline);
+    ``html``: write report.html as well.
+    """
     from .markdown import render_markdown
 
     out_dir = Path(out_dir)
@@ -44,6 +50,11 @@ def write_report(report: Report, out_dir: Path, charts: bool = True) -> list[Pat
     written = [*drawn.values(), write_ranks_csv(report, out_dir / "ranks.csv")]
     links = {name: path.name for name, path in drawn.items()}
     written.append(write_text_atomic(out_dir / "report.md", render_markdown(report, links)))
+    if html:
+        from .html import render_html
+
+        images = {name: path.read_bytes() for name, path in drawn.items()}
+        written.append(write_text_atomic(out_dir / "report.html", render_html(report, images)))
     written.append(write_text_atomic(
         out_dir / "report.json",
         json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"))

@@ -1,7 +1,20 @@
-"""PNG charts drawn from a Report: fixed size and DPI, Agg backend, deterministic."""
+"""PNG charts drawn from a Report: fixed size and DPI, Agg backend, deterministic.
+
+Charts a reviewer can trust at a glance:
+
+* every value axis starts at zero (a +8 % step is drawn as +8 %, not as 2×);
+* colours from the Okabe-Ito palette, safe for colour-blind readers and in grey print:
+  base sky blue, new orange; slower vermillion, faster blue; each with a legend;
+* changes that are not significant (status ``unchanged``, shown ``~`` in the tables) are
+  drawn light and hatched;
+* every label sits on the bar or line it names; legends sit outside the data;
+* no chart without data: ``draw_charts`` leaves a chart out (and the report says why)
+  rather than draw an empty frame.
+"""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
@@ -10,25 +23,33 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import StrMethodFormatter  # noqa: E402
 
 from ..compare.memory import MemoryComparison  # noqa: E402
 from ..report import OperatorRow, RankRow, Report  # noqa: E402
+from ..summary import Summary  # noqa: E402
 from .files import write_atomic  # noqa: E402
+from .memory import has_timeline  # noqa: E402
 
 DPI = 100
 SIZE = (9, 4.5)
-STACK = (("computing", "Computing", "#4C72B0"),
-         ("communication_not_overlapped", "Exposed communication", "#DD8452"),
+# Okabe & Ito (2008), "Color Universal Design": distinct for the common colour deficiencies.
+BASE, NEW = "#56B4E9", "#E69F00"  # sky blue, orange
+SLOWER, FASTER = "#D55E00", "#0072B2"  # vermillion, blue
+GREY, INK = "#999999", "#222222"
+STACK = (("computing", "Computing", "#0072B2"),
+         ("communication_not_overlapped", "Exposed communication", "#D55E00"),
          ("free", "Free", "#BBBBBB"),
-         ("bubble", "Bubble", "#8172B3"))
-plt.rcParams.update({"svg.hashsalt": "cann-diff", "font.size": 10})
+         ("bubble", "Bubble", "#CC79A7"))
+NOT_SIGNIFICANT = {"alpha": 0.45, "hatch": "///"}
+plt.rcParams.update({"svg.hashsalt": "cann-diff", "font.size": 10, "hatch.linewidth": 0.6})
 MEMORY_SIZE = (8.0, 4.0)  # inches; with DPI 100 → 800 × 400 px
 MARKER_MAX_POINTS = 60
+NO_SHAPES = "* no input shapes recorded: the operator is keyed by its type alone"
 
 
 def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
     try:
         write_atomic(path, lambda temp: fig.savefig(temp, format="png", dpi=DPI,
                                                      metadata={"Software": None}))
@@ -37,17 +58,34 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def draw_step_breakdown(report: Report, path: Path) -> Path:
+def _ms(us: float | None) -> float:
+    """µs → ms; NaN when unknown (NaN bars are not drawn)."""
+    return math.nan if us is None or us != us else us / 1000
+
+
+# --------------------------------------------------------------------------- step
+
+
+def _stack(report: Report) -> list[tuple[str, str, str]]:
+    """The breakdown fields either run recorded as non-zero."""
+    breakdown = report.step.breakdown
+    return [(key, name, colour) for key, name, colour in STACK
+            if any(v for v in (breakdown.get(key).base_us, breakdown.get(key).new_us)
+                   if v == v)]
+
+
+def step_breakdown_figure(report: Report):
     """Stacked bars of the step (Stage) per run: computing, exposed communication, free."""
     breakdown = report.step.breakdown
     labels = [report.base.label, report.new.label]
-    fig, ax = plt.subplots(figsize=(SIZE[0], 3.2))
+    fig, ax = plt.subplots(figsize=(SIZE[0], 3.2), layout="constrained")
     left = [0.0, 0.0]
-    for key, name, colour in STACK:
+    for key, name, colour in _stack(report):
         figure = breakdown.get(key)
-        values = [(figure.base_us or 0) / 1000, (figure.new_us or 0) / 1000]
+        values = [_ms(figure.base_us), _ms(figure.new_us)]
         values = [v if v == v else 0.0 for v in values]
-        ax.barh(labels, values, left=left, color=colour, label=name)
+        ax.barh(labels, values, left=left, color=colour, label=name, edgecolor="white",
+                linewidth=0.5)
         left = [a + b for a, b in zip(left, values)]
     for y, total in enumerate(left):
         ax.text(total, y, f"  {total:,.1f} ms", va="center")
@@ -55,66 +93,120 @@ def draw_step_breakdown(report: Report, path: Path) -> Path:
     ax.set_title("Step time breakdown")
     ax.invert_yaxis()
     ax.set_xlim(0, max(left) * 1.18 if max(left) > 0 else 1)
-    ax.legend(loc="lower right", ncols=4, fontsize=8, frameon=False,
-              bbox_to_anchor=(1.0, -0.45))
-    return _save(fig, path)
+    fig.legend(loc="outside lower center", ncols=4, fontsize=9, frameon=False)
+    return fig
 
 
-def draw_waterfall(report: Report, path: Path) -> Path:
-    """Where the step time went: base step, Δcomputing, Δexposed comm, Δfree, new step."""
+def waterfall_figure(report: Report):
+    """Where the step time went: base step, Δ per breakdown field, new step; from zero."""
     breakdown = report.step.breakdown
-    base = (report.step.base_us or 0) / 1000
-    new = (report.step.new_us or 0) / 1000
-    steps = [(name, breakdown.get(key).delta_us / 1000)
-             for key, name, _ in STACK if breakdown.get(key).delta_us is not None]
-    fig, ax = plt.subplots(figsize=SIZE)
+    base, new = _ms(report.step.base_us), _ms(report.step.new_us)
+    base, new = (0.0 if v != v else v for v in (base, new))
+    steps = [(name, _ms(breakdown.get(key).delta_us)) for key, name, _ in _stack(report)
+             if breakdown.get(key).delta_us is not None]
+    fig, ax = plt.subplots(figsize=SIZE, layout="constrained")
     names = [report.base.label, *[f"Δ {n.lower()}" for n, _ in steps], report.new.label]
+    scale = max(base, new, 1e-9)
+    ax.bar(0, base, color=BASE, edgecolor=INK, linewidth=0.5)
+    ax.text(0, base, f"{base:,.2f}", ha="center", va="bottom")
     level = base
-    ax.bar(0, base, color="#4C72B0")
     for i, (_, delta) in enumerate(steps, start=1):
-        colour = "#C44E52" if delta > 0 else "#55A868"
-        ax.bar(i, delta, bottom=level, color=colour)
-        ax.text(i, level + max(delta, 0), f"{delta:+,.2f}", ha="center", va="bottom")
+        ax.plot([i - 1.4, i + 0.4], [level, level], color=GREY, linewidth=0.8, linestyle=":")
+        top = max(level, level + delta)
+        if abs(delta) < scale * 1e-3:  # no bar to see: mark the level the label belongs to
+            top = level
+            ax.plot([i - 0.4, i + 0.4], [level, level], color=INK, linewidth=1.5)
+        else:
+            ax.bar(i, delta, bottom=level, color=SLOWER if delta > 0 else FASTER,
+                   edgecolor=INK, linewidth=0.5)
+        ax.text(i, top, f"{delta:+,.2f}", ha="center", va="bottom")
         level += delta
-    ax.bar(len(steps) + 1, new, color="#4C72B0")
-    for x, value in ((0, base), (len(steps) + 1, new)):
-        ax.text(x, value, f"{value:,.2f}", ha="center", va="bottom")
-    low = min(base, new, level) * 0.9
-    high = max(base, new) * 1.05 + max((d for _, d in steps), default=0)
-    ax.set_ylim(low, high)
+    last = len(steps) + 1
+    ax.plot([last - 1.4, last - 0.4], [level, level], color=GREY, linewidth=0.8, linestyle=":")
+    ax.bar(last, new, color=NEW, edgecolor=INK, linewidth=0.5)
+    ax.text(last, new, f"{new:,.2f}", ha="center", va="bottom")
+    ax.set_ylim(0, max(base, new, level) * 1.12 or 1)
     ax.set_xticks(range(len(names)), names, rotation=15, ha="right")
-    ax.set_ylabel("ms per step")
+    ax.set_ylabel("ms per step (axis from 0)")
     ax.set_title(f"Where the step time went ({report.step.delta_pct:+.1f}%)"
                  if report.step.delta_pct is not None else "Where the step time went")
-    return _save(fig, path)
+    handles = [Patch(color=BASE, label=f"base: {report.base.label}"),
+               Patch(color=NEW, label=f"new: {report.new.label}"),
+               Patch(color=SLOWER, label="adds time (slower)"),
+               Patch(color=FASTER, label="saves time (faster)")]
+    fig.legend(handles=handles, loc="outside right upper", fontsize=9, frameon=False)
+    return fig
 
 
-def draw_top_movers(report: Report, path: Path, n: int = 12) -> Path:
-    """Horizontal bars of the operators whose time per step moved most (Δ ms)."""
-    movers = [op for op in report.operators if op.delta_us == op.delta_us][:n]
-    fig, ax = plt.subplots(figsize=(SIZE[0], max(3.0, 0.42 * len(movers) + 1.2)))
-    labels = [_label(op) for op in movers]
-    deltas = [op.delta_us / 1000 for op in movers]
-    colours = ["#C44E52" if d > 0 else "#55A868" for d in deltas]
-    ax.barh(labels, deltas, color=colours)
-    ax.axvline(0, color="black", linewidth=0.8)
-    ax.invert_yaxis()
-    ax.set_xlabel("Δ time per step, ms (new − base)")
-    ax.set_title("Top movers")
-    return _save(fig, path)
+# --------------------------------------------------------------------------- operators
+
+
+def movers(report: Report, n: int = 12) -> list[OperatorRow]:
+    """The operator keys to chart: largest |Δ| first, without what the MC2 section shows.
+
+    Keys MC2 groups claim, wholly or in part (the AllReduce a split MatmulAllReduce became,
+    beside the data-parallel ones), are left out: their change is the fusion's.
+    """
+    return [op for op in report.operators if not op.fusion and op.delta_us == op.delta_us
+            and not (op.base_claimed or op.new_claimed)][:n]
 
 
 def _label(op: OperatorRow) -> str:
     shapes = op.input_shapes or "*"
     shapes = shapes if len(shapes) <= 28 else shapes[:27] + "…"
-    tag = f" [{op.status}]" if op.status in ("added", "removed") else ""
+    tag = "" if op.status in ("regressed", "improved", "unchanged") else f" [{op.status}]"
     return f"{op.op_type} {shapes}{tag}"
+
+
+def _delta_text(ms: float) -> str:
+    return f"{ms * 1000:+,.1f} µs" if abs(ms) < 0.1 else f"{ms:+,.2f} ms"
+
+
+def top_movers_figure(report: Report, n: int = 12):
+    """Horizontal bars of the operators whose time per step moved most (Δ ms).
+
+    The MC2 fusion section's rows (``OperatorRow.fusion``) are left out, as in the tables;
+    ``~`` rows (not significant) are light and hatched; ``*`` marks keys without shapes.
+    """
+    rows = movers(report, n)
+    fig, ax = plt.subplots(figsize=(SIZE[0], max(3.0, 0.42 * len(rows) + 1.8)),
+                           layout="constrained")
+    deltas = [op.delta_us / 1000 for op in rows]
+    for y, (op, delta) in enumerate(zip(rows, deltas)):
+        style = NOT_SIGNIFICANT if op.status == "unchanged" else {}
+        ax.barh(y, delta, color=SLOWER if delta > 0 else FASTER, edgecolor=INK,
+                linewidth=0.4, **style)
+        ax.text(delta, y, f" {_delta_text(delta)} ", va="center",
+                ha="left" if delta >= 0 else "right", fontsize=8)
+    ax.set_yticks(range(len(rows)), [_label(op) for op in rows])
+    ax.axvline(0, color=INK, linewidth=0.8)
+    ax.invert_yaxis()
+    low, high = min(0.0, *deltas), max(0.0, *deltas)
+    pad = 0.3 * ((high - low) or 1.0)  # room for the value labels on both ends
+    ax.set_xlim(low - pad, high + pad)
+    ax.set_xlabel("Δ time per step, ms (new − base)")
+    ax.set_title("Top movers")
+    handles = [Patch(color=SLOWER, label="slower"), Patch(color=FASTER, label="faster"),
+               Patch(facecolor=GREY, edgecolor=INK, label="~ not significant", linewidth=0.4,
+                     **NOT_SIGNIFICANT)]
+    notes = [note for note, shown in (
+        (NO_SHAPES, any(not op.input_shapes for op in rows)),
+        ("MC2 fused / split operators are in the MC2 fusion section, not here",
+         any(op.fusion or op.base_claimed or op.new_claimed for op in report.operators)))
+        if shown]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=9,
+               frameon=False, title="\n".join(notes) or None, title_fontsize=8)
+    return fig
+
+
+# --------------------------------------------------------------------------- ranks
 
 
 HEATMAP_FIELDS = (("stage", "step"), ("computing", "computing"),
                   ("communication_not_overlapped", "exposed comm"), ("free", "free"),
                   ("wait_us", "comm wait"))
 MAX_RANKS_DRAWN = 64
+ANNOTATE_MAX_RANKS = 16
 
 
 def _ranks_to_draw(report: Report) -> list[RankRow]:
@@ -122,8 +214,8 @@ def _ranks_to_draw(report: Report) -> list[RankRow]:
     return sorted(moved[:MAX_RANKS_DRAWN], key=lambda r: r.rank)
 
 
-def draw_rank_heatmap(report: Report, path: Path) -> Path:
-    """Ranks × metrics, colour = Δ% new vs base (the 64 ranks that moved most)."""
+def _rank_grid(report: Report):
+    """(fields, ranks, Δ% grid) of the heatmap; NaN where a rank lacks a side."""
     import numpy as np
 
     ranks = _ranks_to_draw(report)
@@ -135,49 +227,172 @@ def draw_rank_heatmap(report: Report, path: Path) -> Path:
             base, new = getattr(r, f"base_{key}"), getattr(r, f"new_{key}")
             if base and new is not None and base == base and new == new:
                 grid[i, j] = (new - base) / base * 100
-    fig, ax = plt.subplots(figsize=(SIZE[0], 1.2 + 0.45 * len(fields)))
+    drawn = np.isfinite(grid).any(axis=1)  # a metric zero in every base (no comm) says nothing
+    return [f for f, keep in zip(fields, drawn) if keep], ranks, grid[drawn]
+
+
+def has_rank_change(report: Report) -> bool:
+    """True when at least one rank has both sides, so the heatmap has a cell to colour."""
+    import numpy as np
+
+    return len(report.ranks) >= 2 and bool(np.isfinite(_rank_grid(report)[2]).any())
+
+
+def rank_heatmap_figure(report: Report):
+    """Ranks × metrics, colour = Δ% new vs base (the 64 ranks that moved most).
+
+    Diverging blue (lower) to red (higher), centred on 0; hatched cells have no Δ% (the
+    rank is in one run only, or its base is 0); a metric without any Δ% is left out.
+    """
+    import numpy as np
+
+    fields, ranks, grid = _rank_grid(report)
+    fig, ax = plt.subplots(figsize=(SIZE[0], 1.4 + 0.45 * len(fields)), layout="constrained")
     limit = max(float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 1.0, 1.0)
-    image = ax.imshow(grid, cmap="RdYlGn_r", vmin=-limit, vmax=limit, aspect="auto")
+    ax.set_facecolor("#EEEEEE")
+    ax.patch.set_hatch("xx")
+    ax.patch.set_edgecolor("#BBBBBB")
+    image = ax.imshow(grid, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
+    if len(ranks) <= ANNOTATE_MAX_RANKS:
+        for (i, j), value in np.ndenumerate(grid):
+            if value == value:
+                ax.text(j, i, f"{value:+.1f}%", ha="center", va="center", fontsize=8,
+                        color="white" if abs(value) > 0.6 * limit else INK)
     ax.set_yticks(range(len(fields)), [name for _, name in fields])
     step = max(1, len(ranks) // 32)
     ax.set_xticks(range(0, len(ranks), step), [str(r.rank) for r in ranks][::step])
-    ax.set_xlabel("rank")
+    ax.set_xlabel("rank (hatched: no Δ% — the rank is in one run only, or its base is 0)")
     fig.colorbar(image, ax=ax, label="Δ% new vs base")
     ax.set_title("Per-rank change")
-    return _save(fig, path)
+    return fig
 
 
-def draw_rank_steps(report: Report, path: Path) -> Path:
-    """Step time per rank, base vs new (the 64 ranks that moved most)."""
+def rank_steps_figure(report: Report):
+    """Step time per rank, base vs new (the 64 ranks that moved most); legend above."""
     import numpy as np
 
     ranks = _ranks_to_draw(report)
     x = np.arange(len(ranks))
-    fig, ax = plt.subplots(figsize=SIZE)
-    for offset, side, colour in ((-0.2, report.base, "#4C72B0"), (0.2, report.new, "#DD8452")):
-        prefix = "base" if side is report.base else "new"
-        values = [(getattr(r, f"{prefix}_stage") or 0) / 1000 for r in ranks]
-        ax.bar(x + offset, values, width=0.4, color=colour, label=side.label)
+    fig, ax = plt.subplots(figsize=SIZE, layout="constrained")
+    for offset, prefix, side, colour in ((-0.2, "base", report.base, BASE),
+                                         (0.2, "new", report.new, NEW)):
+        values = [_ms(getattr(r, f"{prefix}_stage")) for r in ranks]
+        ax.bar(x + offset, values, width=0.4, color=colour, label=f"{prefix}: {side.label}")
     step = max(1, len(ranks) // 32)
     ax.set_xticks(x[::step], [str(r.rank) for r in ranks][::step])
     ax.set_xlabel("rank")
     ax.set_ylabel("ms per step")
+    ax.set_ylim(bottom=0)
     ax.set_title("Step time per rank")
-    ax.legend(frameon=False)
-    return _save(fig, path)
+    fig.legend(loc="outside upper right", ncols=2, fontsize=9, frameon=False)
+    return fig
 
 
-def draw_memory_chart(comparison: MemoryComparison, out_path: Path) -> Path:
-    """Draw reserved memory (MB) over ms since each run's first sample; return ``out_path``.
+# --------------------------------------------------------------------------- families
 
-    Both runs start at 0 so their shapes line up; the dashed lines mark each peak.
+
+def families_figure(report: Report):
+    """Kernel time per compute family, base vs new bars from zero, Δ beside each pair."""
+    import numpy as np
+
+    rows = report.families
+    y = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(SIZE[0], max(2.6, 0.55 * len(rows) + 1.4)),
+                           layout="constrained")
+    base = [_ms(f.base_total_us) for f in rows]
+    new = [_ms(f.new_total_us) for f in rows]
+    ax.barh(y - 0.2, base, height=0.4, color=BASE, label=f"base: {report.base.label}")
+    ax.barh(y + 0.2, new, height=0.4, color=NEW, label=f"new: {report.new.label}")
+    for i, f in enumerate(rows):
+        top = max(base[i], new[i])
+        ax.text(top, i, f"  Δ {_delta_text(_ms(f.delta_us))}", va="center", fontsize=8)
+    ax.set_yticks(y, [f.family for f in rows])
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(max(base), max(new), 1e-3) * 1.3)
+    ax.set_xlabel("kernel time per step, ms (sum of kernel durations)")
+    ax.set_title("Kernel time by compute family")
+    fig.legend(loc="outside lower center", ncols=2, fontsize=9, frameon=False)
+    return fig
+
+
+def draw_step_breakdown(report: Report, path: Path) -> Path:
+    """Write the step breakdown chart (``step_breakdown_figure``) to ``path``."""
+    return _save(step_breakdown_figure(report), path)
+
+
+def draw_waterfall(report: Report, path: Path) -> Path:
+    """Write the waterfall (``waterfall_figure``) to ``path``."""
+    return _save(waterfall_figure(report), path)
+
+
+def draw_top_movers(report: Report, path: Path, n: int = 12) -> Path:
+    """Write the top movers chart (``top_movers_figure``) to ``path``."""
+    return _save(top_movers_figure(report, n), path)
+
+
+def draw_rank_heatmap(report: Report, path: Path) -> Path:
+    """Write the per-rank heatmap (``rank_heatmap_figure``) to ``path``."""
+    return _save(rank_heatmap_figure(report), path)
+
+
+def draw_rank_steps(report: Report, path: Path) -> Path:
+    """Write the step-per-rank chart (``rank_steps_figure``) to ``path``."""
+    return _save(rank_steps_figure(report), path)
+
+
+def draw_families(report: Report, path: Path) -> Path:
+    """Write the compute-family chart (``families_figure``) to ``path``."""
+    return _save(families_figure(report), path)
+
+
+# --------------------------------------------------------------------------- candidates
+
+
+def candidates_figure(summary: Summary):
+    """Stacked bars of the step per run, baseline first: computing, exposed comm, free."""
+    first = summary.candidates[0]
+    labels = [f"{summary.base.label} (base)", *[c.label for c in summary.candidates]]
+    parts = (("computing", "Computing", STACK[0][2]),
+             ("exposed_communication", "Exposed communication", STACK[1][2]),
+             ("free", "Free", STACK[2][2]))
+    fig, ax = plt.subplots(figsize=(SIZE[0], 1.6 + 0.55 * len(labels)), layout="constrained")
+    left = [0.0] * len(labels)
+    for attr, name, colour in parts:
+        values = [_ms(getattr(first, attr).base_us),
+                  *[_ms(getattr(c, attr).new_us) for c in summary.candidates]]
+        values = [0.0 if v != v else v for v in values]
+        ax.barh(labels, values, left=left, color=colour, label=name)
+        left = [a + b for a, b in zip(left, values)]
+    for y, total in enumerate(left):
+        ax.text(total, y, f"  {total:,.1f} ms", va="center")
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(left) * 1.2 if max(left) > 0 else 1)
+    ax.set_xlabel("ms per step (mean over steps and ranks)")
+    ax.set_title("Step time per candidate")
+    fig.legend(loc="outside lower center", ncols=3, frameon=False, fontsize=9)
+    return fig
+
+
+def draw_candidates(summary: Summary, path: Path) -> Path:
+    """Write the step-per-candidate chart (``candidates_figure``) to ``path``."""
+    return _save(candidates_figure(summary), path)
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def memory_figure(comparison: MemoryComparison) -> Figure:
+    """Reserved memory (MB) over ms since each run's first sample.
+
+    Both runs start at 0 so their shapes line up; the axis starts at 0 MB so that a few MB
+    on gigabytes look like what they are; the dashed lines mark each peak.
     """
-    figure = Figure(figsize=MEMORY_SIZE, dpi=DPI)
+    figure = Figure(figsize=MEMORY_SIZE, dpi=DPI, layout="constrained")
     FigureCanvasAgg(figure)
     axes = figure.add_subplot(1, 1, 1)
     component = comparison.timeline_component or "no data"
-    for side, series, colour in (("base", comparison.base_timeline, "tab:blue"),
-                                 ("new", comparison.new_timeline, "tab:orange")):
+    for side, series, colour in (("base", comparison.base_timeline, BASE),
+                                 ("new", comparison.new_timeline, NEW)):
         if not series.time_ms:
             continue
         # Markers on short series: a timeline whose samples share one timestamp (a
@@ -188,37 +403,49 @@ def draw_memory_chart(comparison: MemoryComparison, out_path: Path) -> Path:
                   label=f"{side} (rank {series.rank})")
         axes.axhline(max(series.reserved_mb), color=colour, linestyle="--", linewidth=0.8,
                      label=f"{side} peak {max(series.reserved_mb):,.1f} MB")
-    if not (comparison.base_timeline.time_ms or comparison.new_timeline.time_ms):
+    if not has_timeline(comparison):
         axes.text(0.5, 0.5, "no memory samples", ha="center", va="center",
                   transform=axes.transAxes)
     else:
-        axes.legend(loc="best", fontsize="small")
+        figure.legend(loc="outside lower center", ncols=4, fontsize="small", frameon=False)
+    axes.set_ylim(bottom=0)
     axes.set_title(f"Reserved device memory ({component})")
     axes.set_xlabel("time since first sample (ms)")
-    axes.set_ylabel("reserved (MB)")
-    axes.yaxis.set_major_formatter(StrMethodFormatter("{x:,.1f}"))
+    axes.set_ylabel("reserved (MB, axis from 0)")
+    axes.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     axes.grid(True, linewidth=0.3)
-    figure.tight_layout()
+    return figure
+
+
+def draw_memory_chart(comparison: MemoryComparison, out_path: Path) -> Path:
+    """Draw ``memory_figure`` into ``out_path`` (800 × 400 px); return ``out_path``."""
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     # No "Software" metadata: the PNG stays byte-identical across matplotlib versions.
-    figure.savefig(out_path, format="png", dpi=DPI, metadata={"Software": None})
+    memory_figure(comparison).savefig(out_path, format="png", dpi=DPI,
+                                      metadata={"Software": None})
     return out_path
 
 
+# --------------------------------------------------------------------------- all charts
+
+
 def draw_charts(report: Report, out_dir: Path) -> dict[str, Path]:
-    """Draw every chart into ``out_dir``; returns {chart name: path}."""
+    """Draw every chart that has data into ``out_dir``; returns {chart name: path}."""
     out_dir = Path(out_dir)
-    charts = {
-        "step_breakdown": draw_step_breakdown(report, out_dir / "step_breakdown.png"),
-        "step_waterfall": draw_waterfall(report, out_dir / "step_waterfall.png"),
-    }
-    if report.operators:
+    charts = {}
+    if report.step.base_us is not None and report.step.new_us is not None:
+        charts["step_breakdown"] = draw_step_breakdown(report, out_dir / "step_breakdown.png")
+        charts["step_waterfall"] = draw_waterfall(report, out_dir / "step_waterfall.png")
+    if movers(report):
         charts["top_movers"] = draw_top_movers(report, out_dir / "top_movers.png")
-    if len(report.ranks) >= 2:
+    if has_rank_change(report):
         charts["rank_heatmap"] = draw_rank_heatmap(report, out_dir / "rank_heatmap.png")
+    if len(report.ranks) >= 2:
         charts["rank_steps"] = draw_rank_steps(report, out_dir / "rank_steps.png")
-    if report.memory is not None:
+    if report.families:
+        charts["families"] = draw_families(report, out_dir / "families.png")
+    if report.memory is not None and has_timeline(report.memory):
         charts["memory"] = write_atomic(out_dir / "memory.png",
                                         lambda temp: draw_memory_chart(report.memory, temp))
     return charts

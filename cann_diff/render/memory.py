@@ -1,14 +1,14 @@
-"""The device-memory section of report.md (tabulate, GitHub tables).
+"""The device-memory section of the report, as document blocks (``document.py``).
 
 It reads the report's ``MemoryComparison`` and does no arithmetic beyond formatting; the
-chart is drawn in ``render/charts.py``.
+chart is drawn in ``render/charts.py``. ``render_memory_markdown`` gives the section as
+Markdown on its own.
 """
 
 from __future__ import annotations
 
-from tabulate import tabulate
-
 from ..compare.memory import CopyChange, MemoryComparison, PeakChange
+from .document import Block, Bullets, Chart, Heading, Paragraph, Table, cell, code, inline, strong
 
 MISSING = "–"
 
@@ -30,85 +30,100 @@ def _count(value: float) -> str:
     return text[:-2] if text.endswith(".0") else text
 
 
-def _cell(text: str) -> str:
-    """Keep a name from breaking a GitHub table: escape pipes, collapse newlines."""
-    return " ".join(str(text).split()).replace("|", "\\|") or "(no name)"
+def _name(text: str) -> str:
+    """A name as one line of text ("(no name)" when empty); renderers escape it."""
+    return " ".join(str(text).split()) or "(no name)"
 
 
-def _table(headers: list[str], rows: list[list[str]], text_columns: int = 1) -> str:
-    """GitHub table: the first ``text_columns`` and a trailing ``status`` left, figures right."""
+def _table(headers: list[str], rows: list[list], text_columns: int = 1,
+           sortable: bool = False) -> Table:
+    """The first ``text_columns`` and a trailing ``status`` left, figures right."""
     align = ["left"] * text_columns + ["right"] * (len(headers) - text_columns)
     if headers[-1] == "status":
         align[-1] = "left"
-    return tabulate(rows, headers=headers, tablefmt="github", colalign=align,
-                    disable_numparse=True)
+    cells = tuple(tuple(c if not isinstance(c, str) else cell(c) for c in row) for row in rows)
+    return Table(tuple(headers), cells, tuple(align), sortable)
 
 
-def _peak_row(title: str, peak: PeakChange | None) -> list[str]:
-    if peak is None:
-        return [title, MISSING, MISSING, MISSING, MISSING]
-    return [f"{title} ({peak.component})", _mb(peak.base_mb), _mb(peak.new_mb),
-            _delta(peak.delta_mb), _pct(peak.delta_pct)]
+def _peak_row(title: str, peak: PeakChange) -> list:
+    return [f"{title} ({peak.component})", cell(_mb(peak.base_mb), sort=peak.base_mb),
+            cell(_mb(peak.new_mb), sort=peak.new_mb),
+            cell(_delta(peak.delta_mb), sort=peak.delta_mb),
+            cell(_pct(peak.delta_pct), sort=peak.delta_pct)]
 
 
-def _peaks(comparison: MemoryComparison) -> list[str]:
-    rows = [_peak_row("Peak reserved", comparison.peak_reserved),
-            _peak_row("Peak allocated", comparison.peak_allocated)]
-    lines = [_table(["", "base MB", "new MB", "Δ MB", "Δ %"], rows)]
-    ranks = [p for p in (comparison.peak_reserved, comparison.peak_allocated) if p]
-    if ranks and max(len(comparison.base_ranks), len(comparison.new_ranks)) > 1:
+def _peaks(comparison: MemoryComparison) -> list[Block]:
+    peaks = [(title, p) for title, p in (("Peak reserved", comparison.peak_reserved),
+                                         ("Peak allocated", comparison.peak_allocated)) if p]
+    if not peaks:
+        return [Paragraph(inline(strong("Peak memory:"), " not compared: at least one run "
+                                 "recorded no memory samples (memory_record.csv, or the db's "
+                                 "MEMORY_RECORD / NPU_MEM), so there is no peak and no "
+                                 "timeline."), "absent")]
+    blocks: list[Block] = [_table(["", "base MB", "new MB", "Δ MB", "Δ %"],
+                                  [_peak_row(title, p) for title, p in peaks])]
+    if max(len(comparison.base_ranks), len(comparison.new_ranks)) > 1:
         where = "; ".join(f"{p.measure}: base rank {p.base_rank}, new rank {p.new_rank}"
-                          for p in ranks)
-        lines.append(f"\nPeaks are the maximum over ranks ({where}).")
-    return lines
+                          for _, p in peaks)
+        blocks.append(Paragraph(inline(f"Peaks are the maximum over ranks ({where}).")))
+    return blocks
 
 
-def _components(comparison: MemoryComparison) -> list[str]:
+def _components(comparison: MemoryComparison) -> list[Block]:
     if not comparison.components:
         return []
-    rows = [[_cell(c["component"]), _mb(c["base_allocated_mb"]), _mb(c["new_allocated_mb"]),
+    rows = [[_name(c["component"]), _mb(c["base_allocated_mb"]), _mb(c["new_allocated_mb"]),
              _mb(c["base_reserved_mb"]), _mb(c["new_reserved_mb"])]
             for c in comparison.components]
     headers = ["component", "base allocated MB", "new allocated MB", "base reserved MB",
                "new reserved MB"]
-    return ["### Peak by component", "",
-            "`APP`: all device memory of the process; `PTA`: torch_npu allocator; "
-            "`GE`: graph engine; `PTA+GE`: the two together.", "",
+    return [Heading(3, inline("Peak by component")),
+            Paragraph(inline(code("APP"), ": all device memory of the process; ", code("PTA"),
+                             ": torch_npu allocator; ", code("GE"), ": graph engine; ",
+                             code("PTA+GE"), ": the two together.")),
             _table(headers, rows)]
 
 
-def _operators(comparison: MemoryComparison) -> list[str]:
-    title = "### Operator allocations"
+def _operators(comparison: MemoryComparison) -> list[Block]:
+    title = Heading(3, inline("Operator allocations"))
     if not comparison.operators_compared:
-        return [title, "", "No operator allocations recorded (operator_memory.csv)."]
+        return [title, Paragraph(inline("No operator allocations recorded "
+                                        "(operator_memory.csv)."))]
     if not comparison.operators:
-        return [title, "", f"No change in the allocations of the "
-                           f"{comparison.operators_compared} operators."]
-    rows = [[_cell(o.name), _count(o.base_count), _count(o.new_count), _mb(o.base_total_mb),
-             _mb(o.new_total_mb), _delta(o.delta_mb), _pct(o.delta_pct),
-             _mb(o.base_largest_mb), _mb(o.new_largest_mb), o.status]
+        return [title, Paragraph(inline(f"No change in the allocations of the "
+                                        f"{comparison.operators_compared} operators."))]
+    rows = [[_name(o.name), cell(_count(o.base_count), sort=o.base_count),
+             cell(_count(o.new_count), sort=o.new_count),
+             cell(_mb(o.base_total_mb), sort=o.base_total_mb),
+             cell(_mb(o.new_total_mb), sort=o.new_total_mb),
+             cell(_delta(o.delta_mb), sort=o.delta_mb), cell(_pct(o.delta_pct), sort=o.delta_pct),
+             cell(_mb(o.base_largest_mb), sort=o.base_largest_mb),
+             cell(_mb(o.new_largest_mb), sort=o.new_largest_mb), o.status]
             for o in comparison.operators]
     headers = ["operator", "base count", "new count", "base total MB", "new total MB", "Δ MB",
                "Δ %", "base largest MB", "new largest MB", "status"]
     shown = len(comparison.operators)
-    return [title, "",
-            f"Top {shown} of {comparison.operators_changed} changed operators (of "
-            f"{comparison.operators_compared}) by |Δ total|; counts and totals per rank.", "",
-            _table(headers, rows)]
+    return [title,
+            Paragraph(inline(f"Top {shown} of {comparison.operators_changed} changed operators "
+                             f"(of {comparison.operators_compared}) by |Δ total|; counts and "
+                             "totals per rank.")),
+            _table(headers, rows, sortable=True)]
 
 
-def _modules(comparison: MemoryComparison) -> list[str]:
+def _modules(comparison: MemoryComparison) -> list[Block]:
     if not comparison.modules:
         return []
-    rows = [[_cell(m.module), _mb(m.base_peak_mb), _mb(m.new_peak_mb), _delta(m.delta_mb),
-             _pct(m.delta_pct)] for m in comparison.modules]
-    return ["### Memory by module (npu_module_mem, at peak)", "",
-            _table(["module", "base MB", "new MB", "Δ MB", "Δ %"], rows)]
+    rows = [[_name(m.module), cell(_mb(m.base_peak_mb), sort=m.base_peak_mb),
+             cell(_mb(m.new_peak_mb), sort=m.new_peak_mb),
+             cell(_delta(m.delta_mb), sort=m.delta_mb), cell(_pct(m.delta_pct), sort=m.delta_pct)]
+            for m in comparison.modules]
+    return [Heading(3, inline("Memory by module (npu_module_mem, at peak)")),
+            _table(["module", "base MB", "new MB", "Δ MB", "Δ %"], rows, sortable=True)]
 
 
 DIRECTION_NAMES = {"host_to_device": "host → device", "device_to_host": "device → host",
                    "device_to_device": "device → device", "other": "other",
-                   "unknown": "direction unknown", "all": "**all copies**"}
+                   "unknown": "direction unknown"}
 
 
 def _num(value: float | None, digits: int = 1, sign: bool = False) -> str:
@@ -117,15 +132,17 @@ def _num(value: float | None, digits: int = 1, sign: bool = False) -> str:
     return f"{value:+,.{digits}f}" if sign else f"{value:,.{digits}f}"
 
 
-def _copy_row(c: CopyChange) -> list[str]:
-    return [DIRECTION_NAMES.get(c.direction, _cell(c.direction)),
+def _copy_row(c: CopyChange) -> list:
+    name = cell(strong("all copies")) if c.direction == "all" else \
+        DIRECTION_NAMES.get(c.direction, _name(c.direction))
+    return [name,
             MISSING if c.base_count is None else _count(c.base_count),
             MISSING if c.new_count is None else _count(c.new_count),
             _num(c.base_time_us), _num(c.new_time_us), _num(c.delta_time_us, sign=True),
             _pct(c.delta_pct), _mb(c.base_mb), _mb(c.new_mb), _delta(c.delta_mb)]
 
 
-def _copies(comparison: MemoryComparison) -> list[str]:
+def _copies(comparison: MemoryComparison) -> list[Block]:
     if comparison.copies_total is None:
         return []
     rows = [_copy_row(c) for c in comparison.copies]
@@ -134,14 +151,14 @@ def _copies(comparison: MemoryComparison) -> list[str]:
     headers = ["direction", "base count", "new count", "base µs", "new µs", "Δ µs", "Δ %",
                "base MB", "new MB", "Δ MB"]
     base_units, new_units = comparison.copy_units or (0, 0)
-    return ["### Host↔device copies", "",
-            f"Count and device time per step (mean over {base_units} base and {new_units} new "
-            "(rank, step) units, from the memcpy kernels); MB per rank over the whole "
-            "profile (db MEMCPY_INFO).", "",
+    return [Heading(3, inline("Host↔device copies")),
+            Paragraph(inline(f"Count and device time per step (mean over {base_units} base and "
+                             f"{new_units} new (rank, step) units, from the memcpy kernels); MB "
+                             "per rank over the whole profile (db MEMCPY_INFO).")),
             _table(headers, rows)]
 
 
-def _hbm(comparison: MemoryComparison) -> list[str]:
+def _hbm(comparison: MemoryComparison) -> list[Block]:
     if not comparison.hbm:
         return []
     rows = []
@@ -152,9 +169,36 @@ def _hbm(comparison: MemoryComparison) -> list[str]:
                      _num(h.delta_peak_gbps, 2, sign=True), _pct(h.delta_peak_pct)])
     samples = ", ".join(f"{h.direction}: {h.base_samples} base / {h.new_samples} new"
                         for h in comparison.hbm)
-    return ["### HBM bandwidth", "",
-            f"Device HBM bandwidth (all stacks summed), GB/s; samples {samples}.", "",
+    return [Heading(3, inline("HBM bandwidth")),
+            Paragraph(inline(f"Device HBM bandwidth (all stacks summed), GB/s; samples "
+                             f"{samples}.")),
             _table(["", "base GB/s", "new GB/s", "Δ GB/s", "Δ %"], rows)]
+
+
+def has_timeline(comparison: MemoryComparison) -> bool:
+    """True when either run has reserved-memory samples to draw."""
+    return bool(comparison.base_timeline.time_ms or comparison.new_timeline.time_ms)
+
+
+def memory_blocks(comparison: MemoryComparison, chart: bool) -> list[Block]:
+    """The "Device memory" section; ``chart``: memory.png was drawn. Sizes in MB."""
+    blocks: list[Block] = [Heading(2, inline("Device memory"), "memory")]
+    if comparison.headline:
+        blocks.append(Paragraph(strong(comparison.headline)))
+    if comparison.growth:
+        growth = comparison.growth
+        blocks.append(Paragraph(inline("⚠ ", code(growth["id"]), f" ({growth['severity']}): ",
+                                       growth["detail"]), "warning"))
+    blocks += _peaks(comparison)
+    if chart:
+        blocks.append(Chart("memory", "Reserved device memory over time, base vs new"))
+    for part in (_components(comparison), _operators(comparison), _modules(comparison),
+                 _copies(comparison), _hbm(comparison)):
+        blocks += part
+    if comparison.warnings:
+        blocks += [Paragraph(inline("Notes:")),
+                   Bullets(tuple(inline(_name(w)) for w in comparison.warnings))]
+    return blocks
 
 
 def render_memory_markdown(comparison: MemoryComparison, chart_name: str | None) -> str:
@@ -162,19 +206,7 @@ def render_memory_markdown(comparison: MemoryComparison, chart_name: str | None)
 
     Sizes in MB. Warnings become a bullet list at the end of the section.
     """
-    lines = ["## Device memory", ""]
-    if comparison.headline:
-        lines += [f"**{comparison.headline}**", ""]
-    if comparison.growth:
-        growth = comparison.growth
-        lines += [f"> ⚠ `{growth['id']}` ({growth['severity']}): {growth['detail']}", ""]
-    lines += [*_peaks(comparison), ""]
-    if chart_name:
-        lines += [f"![Reserved device memory over time, base vs new]({chart_name})", ""]
-    for part in (_components(comparison), _operators(comparison), _modules(comparison),
-                 _copies(comparison), _hbm(comparison)):
-        if part:
-            lines += [*part, ""]
-    if comparison.warnings:
-        lines += ["Notes:", "", *[f"- {_cell(w)}" for w in comparison.warnings], ""]
-    return "\n".join(lines)
+    from .markdown import to_markdown
+
+    charts = {"memory": chart_name} if chart_name else {}
+    return to_markdown(memory_blocks(comparison, bool(chart_name)), charts)

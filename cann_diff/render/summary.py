@@ -1,154 +1,138 @@
-"""The several-candidates summary: report.md, report.json and a chart, from a Summary."""
+"""The several-candidates summary as report.md, report.html and report.json.
+
+The words are blocks (``document.py``), laid out by the same Markdown and HTML writers as
+a pairwise report, so both files say the same and every name is escaped the same way.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from tabulate import tabulate
-
 from .. import format as fmt
-from ..summary import Summary
-from .files import write_atomic, write_text_atomic
+from ..summary import Candidate, Summary
+from .document import Block, Bullets, Chart, Heading, Paragraph, Table, cell, code, inline, strong
+from .files import write_text_atomic
 
-
-def _cell(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _table(rows: list[list[str]], headers: list[str]) -> str:
-    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+CHART = "candidates_step"
 
 
 def _step_mark(step) -> str:
-    """Δ% of a step with its verdict: ``~`` when not significant, else the status."""
+    """Δ% of a step with its verdict; ``~`` when the test found no significant change."""
     if step.significance == "tested" and not step.significant:
         return f"{fmt.pct(step.delta_pct)} ~"
     return f"{fmt.pct(step.delta_pct)} ({step.status})"
 
 
-def _overview(summary: Summary) -> list[str]:
-    base = summary.base
-    first = summary.candidates[0]
-    headers = ["", _cell(base.label), *[_cell(c.label) for c in summary.candidates]]
-    rows = [["step ms", fmt.ms(first.step.base_us),
-             *[fmt.ms(c.step.new_us) for c in summary.candidates]],
-            ["Δ step", "", *[_step_mark(c.step) for c in summary.candidates]],
-            ["p (step)", "", *[fmt.p_value(c.step.p_value) for c in summary.candidates]]]
-    for name, figure in (("Computing ms", "computing"),
-                         ("exposed communication ms", "exposed_communication"),
-                         ("Free ms", "free")):
-        rows.append([name, fmt.ms(getattr(first, figure).base_us),
-                     *[f"{fmt.ms(getattr(c, figure).new_us)} "
-                       f"({fmt.ms(getattr(c, figure).delta_us, signed=True)})"
-                       for c in summary.candidates]])
-    rows.append(["MC2 fusion", "", *[_cell(c.fusion) for c in summary.candidates]])
-    rows.append(["peak reserved memory", "",
-                 *["–" if c.peak_reserved_mb is None else
-                   f"{c.peak_reserved_mb:,.1f} MB ({fmt.pct(c.peak_reserved_delta_pct)})"
-                   for c in summary.candidates]])
+def _figure_cells(summary: Summary, attr: str) -> list:
+    first = getattr(summary.candidates[0], attr)
+    return [cell(fmt.ms(first.base_us), sort=first.base_us),
+            *[cell(f"{fmt.ms(getattr(c, attr).new_us)} "
+                   f"({fmt.ms(getattr(c, attr).delta_us, signed=True)})",
+                   sort=getattr(c, attr).new_us) for c in summary.candidates]]
+
+
+def _memory_cell(candidate: Candidate):
+    if candidate.peak_reserved_mb is None:
+        return cell("not recorded")
+    return cell(f"{candidate.peak_reserved_mb:,.1f} MB "
+                f"({fmt.pct(candidate.peak_reserved_delta_pct)})")
+
+
+def _overview(summary: Summary) -> list[Block]:
+    cands = summary.candidates
+    first = cands[0]
+    rows = [(cell("step ms"), cell(fmt.ms(first.step.base_us)),
+             *[cell(fmt.ms(c.step.new_us)) for c in cands]),
+            (cell("Δ step"), cell(""), *[cell(_step_mark(c.step)) for c in cands]),
+            (cell("p (step)"), cell(""), *[cell(fmt.p_value(c.step.p_value)) for c in cands])]
+    for name, attr in (("Computing ms", "computing"),
+                       ("exposed communication ms", "exposed_communication"),
+                       ("Free ms", "free")):
+        rows.append((cell(name), *_figure_cells(summary, attr)))
+    rows.append((cell("MC2 fusion"), cell(""), *[cell(c.fusion) for c in cands]))
+    rows.append((cell("peak reserved memory"), cell(""), *[_memory_cell(c) for c in cands]))
     if summary.gate_pct is not None:
-        rows.append([f"gate ≥ {summary.gate_pct:g}%", "",
-                     *["fails" if c.gate_failed else "passes" for c in summary.candidates]])
-    return ["## Candidates", "", _table(rows, headers), ""]
+        rows.append((cell(f"gate ≥ {summary.gate_pct:g}%"), cell(""),
+                     *[cell("fails" if c.gate_failed else "passes") for c in cands]))
+    headers = ("", f"{summary.base.label} (base)", *[c.label for c in cands])
+    return [Heading(2, inline("Candidates"), "candidates"),
+            Table(headers, tuple(rows), ("left",) + ("right",) * (len(headers) - 1)),
+            Chart(CHART, "Step time per candidate")]
 
 
-def _findings(summary: Summary) -> list[str]:
-    lines = ["## Top findings", ""]
+def _findings(summary: Summary) -> list[Block]:
+    items = []
     for c in summary.candidates:
         shown = c.findings[:3]
-        lines.append(f"- **{_cell(c.label)}** ([full report]({c.report}/report.md)): "
-                     + ("; ".join(f"`{f.id}` {f.title}" for f in shown) if shown
-                        else "nothing beyond the tables"))
-    return [*lines, ""]
+        text = [strong(c.label), f" (full report: {c.report}/report.md): "]
+        if not shown:
+            text.append("nothing beyond the tables")
+        for i, f in enumerate(shown):
+            text += (["; "] if i else []) + [code(f.id), f" {f.title}"]
+        items.append(inline(*text))
+    return [Heading(2, inline("Top findings"), "findings"), Bullets(tuple(items))]
 
 
-def _movers(summary: Summary) -> list[str]:
+MARKS = {"unchanged": " ~", "added": " (added)", "removed": " (removed)", "mc2": " (MC2)",
+         "count-changed": " (count)", "reshaped": " (reshaped)"}
+
+
+def _movers(summary: Summary) -> list[Block]:
     if not summary.movers:
         return []
-    headers = ["operator", "input shapes", "base /step",
-               *[f"Δ {_cell(c.label)}" for c in summary.candidates]]
+    headers = ("operator", "input shapes", "base /step",
+               *[f"Δ {c.label}" for c in summary.candidates])
     rows = []
     for m in summary.movers:
-        cells = []
-        for delta, status in zip(m.delta_us, m.status):
-            if delta is None:
-                cells.append("–")
-            else:
-                mark = {"unchanged": " ~", "added": " (added)", "removed": " (removed)",
-                        "mc2": " (MC2)"}.get(status or "", "")
-                cells.append(f"{fmt.us(delta, signed=True)}{mark}")
-        rows.append([_cell(m.op_type), f"`{_cell(fmt.shapes(m.input_shapes))}`",
-                     fmt.us(m.base_total_us), *cells])
-    return ["## Largest operator movers", "",
-            "Δ time per step and rank, new − base, in each candidate; `~`: not significant "
-            "or under the threshold; (MC2): part of an MC2 fusion change (see that "
-            "candidate's report); –: the key is not in that pair; `*`: no input shapes "
-            "recorded.", "",
-            _table(rows, headers), ""]
+        cells = [cell("–") if d is None else
+                 cell(f"{fmt.us(d, signed=True)}{MARKS.get(s or '', '')}", sort=d)
+                 for d, s in zip(m.delta_us, m.status)]
+        rows.append((cell(m.op_type), cell(code(fmt.shapes(m.input_shapes or "*"))),
+                     cell(fmt.us(m.base_total_us), sort=m.base_total_us), *cells))
+    return [Heading(2, inline("Largest operator movers"), "movers"),
+            Paragraph(inline("Δ time per step and rank, new − base, in each candidate. ~: not "
+                             "significant; (count): instances per step changed, not their "
+                             "speed; (MC2): part of an MC2 "
+                             "fusion change (see that candidate's report); –: the key is not "
+                             "in that pair; *: no input shapes recorded.")),
+            Table(headers, tuple(rows), ("left", "left") + ("right",) * (len(headers) - 2),
+                  sortable=True)]
 
 
-def render_summary_markdown(summary: Summary, chart: str | None = None) -> str:
-    """The summary report.md; ``chart`` is the relative name of the step chart or None."""
-    lines = [f"# cann-diff: {_cell(summary.base.label)} vs "
-             + ", ".join(_cell(c.label) for c in summary.candidates), "",
-             f"**Verdict:** {summary.verdict}", ""]
-    lines += _overview(summary)
-    if chart:
-        lines += [f"![Step time per candidate]({chart})", ""]
-    lines += _findings(summary) + _movers(summary)
-    lines.append(f"<sub>Generated by cann-diff. Thresholds: α = {summary.thresholds.alpha:g}, "
-                 f"minimum change {summary.thresholds.threshold_pct:g}%. Times are per step "
-                 "and per rank. Each candidate's full report is in its own directory.</sub>")
-    return "\n".join(lines) + "\n"
+def summary_blocks(summary: Summary) -> list[Block]:
+    """The whole summary as blocks."""
+    t = summary.thresholds
+    return [Heading(1, inline(f"cann-diff: {summary.base.label} vs "
+                              + ", ".join(c.label for c in summary.candidates))),
+            Paragraph(inline(strong("Verdict:"), " ", summary.verdict), "verdict"),
+            *_overview(summary), *_findings(summary), *_movers(summary),
+            Paragraph(inline(f"Generated by cann-diff. Thresholds: α = {t.alpha:g}, minimum "
+                             f"change {t.threshold_pct:g}%. Times are per step and per rank. "
+                             "Each candidate's full report is in its own directory."),
+                      "footer")]
 
 
-def draw_summary_chart(summary: Summary, path: Path) -> Path:
-    """Stacked bars of the step per run: computing, exposed communication, free."""
-    import matplotlib
+def write_summary(summary: Summary, out_dir: Path, charts: bool = True,
+                  html: bool = True) -> list[Path]:
+    """Write the summary's report.md, report.html, report.json and chart into ``out_dir``."""
+    from .markdown import to_markdown
 
-    matplotlib.use("Agg")
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    first = summary.candidates[0]
-    labels = [summary.base.label, *[c.label for c in summary.candidates]]
-    parts = (("computing", "Computing", "#0072B2"),
-             ("exposed_communication", "Exposed communication", "#E69F00"),
-             ("free", "Free", "#BBBBBB"))
-    figure = Figure(figsize=(9, 1.4 + 0.55 * len(labels)), dpi=100)
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot(1, 1, 1)
-    left = [0.0] * len(labels)
-    for attr, name, colour in parts:
-        values = [(getattr(first, attr).base_us or 0) / 1000,
-                  *[(getattr(c, attr).new_us or 0) / 1000 for c in summary.candidates]]
-        axes.barh(labels, values, left=left, color=colour, label=name)
-        left = [a + b for a, b in zip(left, values)]
-    for y, total in enumerate(left):
-        axes.text(total, y, f"  {total:,.1f} ms", va="center")
-    axes.invert_yaxis()
-    axes.set_xlim(0, max(left) * 1.2 if max(left) > 0 else 1)
-    axes.set_xlabel("ms per step (mean over steps and ranks)")
-    axes.set_title("Step time per candidate")
-    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncols=3, frameon=False,
-                fontsize=8)
-    figure.tight_layout()
-    return write_atomic(path, lambda temp: figure.savefig(temp, format="png", dpi=100,
-                                                          metadata={"Software": None}))
-
-
-def write_summary(summary: Summary, out_dir: Path, charts: bool = True) -> list[Path]:
-    """Write the summary's report.md, report.json and chart into ``out_dir``."""
     out_dir = Path(out_dir)
-    written = []
-    chart = None
+    written, drawn = [], {}
     if charts:
-        written.append(draw_summary_chart(summary, out_dir / "candidates_step.png"))
-        chart = "candidates_step.png"
-    written.append(write_text_atomic(out_dir / "report.md",
-                                     render_summary_markdown(summary, chart)))
+        from .charts import draw_candidates
+
+        drawn[CHART] = draw_candidates(summary, out_dir / f"{CHART}.png")
+        written.append(drawn[CHART])
+    blocks = summary_blocks(summary)
+    written.append(write_text_atomic(out_dir / "report.md", to_markdown(
+        blocks, {name: path.name for name, path in drawn.items()})))
+    if html:
+        from .html import to_html
+
+        images = {name: path.read_bytes() for name, path in drawn.items()}
+        written.append(write_text_atomic(out_dir / "report.html", to_html(blocks, images)))
     written.append(write_text_atomic(
         out_dir / "report.json",
         json.dumps(summary.to_dict(), indent=2, ensure_ascii=False) + "\n"))

@@ -1,0 +1,398 @@
+"""What the report says, once, as document blocks: report.md and report.html lay it out.
+
+Every section reads the Report only. A section without data is replaced by one line
+saying what is absent and why (role ``absent``); a chart is referenced only when drawn.
+To add a column, add it to the table here: both formats show it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Collection
+
+from .. import format as fmt
+from ..report import OperatorRow, Report
+from .document import (
+    Block,
+    Cell,
+    Chart,
+    Finding,
+    Findings,
+    Footnotes,
+    Heading,
+    Paragraph,
+    Table,
+    Warnings,
+    cell,
+    code,
+    inline,
+    strong,
+)
+from .memory import memory_blocks
+from .provenance import provenance_blocks, ranks_text
+
+BREAKDOWN_ROWS = (("computing", "Computing"),
+                  ("communication_not_overlapped", "Communication (not overlapped = exposed)"),
+                  ("overlapped", "Overlapped"),
+                  ("communication", "Communication (total)"),
+                  ("free", "Free"),
+                  ("bubble", "Bubble"),
+                  ("preparing", "Preparing"))
+OP_HEADERS = ("operator", "input shapes", "count /step", "base /step", "new /step", "Δ",
+              "change", "p", "ratio CI")
+NO_SHAPES = inline(code("*"), ": no input shapes recorded (communication ops, Level0 exports "
+                                "and trace-only profiles carry none); the key is the type alone.")
+LINKS = ("hccs", "pcie", "sio", "rdma")  # SDMA is the sum of the on-node links: not repeated
+
+
+def section(title: str, anchor: str) -> Heading:
+    """A level-2 heading with its HTML anchor."""
+    return Heading(2, inline(title), anchor)
+
+
+def absent(title: str, text: str) -> Paragraph:
+    """One line in place of a section without data: what is absent and why."""
+    return Paragraph(inline(strong(f"{title}:"), f" {text}"), "absent")
+
+
+# --------------------------------------------------------------------------- findings, step
+
+
+def _findings(report: Report) -> list[Block]:
+    head = section("Findings", "findings")
+    if not report.findings:
+        return [head, Paragraph(inline("Nothing to report beyond the tables below."))]
+    return [head, Findings(tuple(
+        Finding(f.severity, strong(f"{f.severity.upper()} · ", code(f.id), f" · {f.title}"),
+                inline(f.detail)) for f in report.findings))]
+
+
+def _step(report: Report, charts: Collection[str], notes: Footnotes) -> list[Block]:
+    s = report.step
+    if s.significance == "unknown":
+        caveat = next((n.text for n in report.notes if n.code == "one-step"),
+                      "one step per side: no significance test is possible; the status "
+                      "follows the threshold alone")
+        sig = "unknown" + notes.mark(caveat)
+    else:
+        sig = f"{fmt.p_phrase(s.p_value)} (Welch's t-test on per-step times)"
+    ci = fmt.interval(s.ci_low, s.ci_high)
+    ratio = (f"; new/base ratio {int(report.thresholds.confidence * 100)}% CI {ci}"
+             if ci else "")
+    summary = inline("Step (Stage) ", strong(f"{fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms"),
+                     f" ({fmt.pct(s.delta_pct)}, {fmt.ms(s.delta_us, signed=True)} ms), status ",
+                     strong(s.status), f"; significance: {sig}{ratio}.")
+    rows = []
+    for key, name in BREAKDOWN_ROWS:
+        b = s.breakdown.get(key)
+        delta_pct = (b.delta_us / b.base_us * 100
+                     if not fmt.is_missing(b.base_us) and b.base_us and
+                     not fmt.is_missing(b.delta_us) else None)
+        rows.append((cell(name), cell(fmt.ms(b.base_us)), cell(fmt.ms(b.new_us)),
+                     cell(fmt.ms(b.delta_us, signed=True)), cell(fmt.pct(delta_pct))))
+    rows.append((cell(strong("Stage (step)")), cell(strong(fmt.ms(s.base_us))),
+                 cell(strong(fmt.ms(s.new_us))), cell(strong(fmt.ms(s.delta_us, signed=True))),
+                 cell(strong(fmt.pct(s.delta_pct)))))
+    blocks: list[Block] = [section("Step time", "step"), Paragraph(summary),
+                           Table(("ms per step", "base", "new", "Δ", "Δ%"), tuple(rows),
+                                 ("left", "right", "right", "right", "right"))]
+    blocks += [Chart(name, title) for name, title in
+               (("step_breakdown", "Step breakdown"),
+                ("step_waterfall", "Where the step time went")) if name in charts]
+    return blocks
+
+
+# --------------------------------------------------------------------------- fusion, comm
+
+
+def _fusion(report: Report) -> list[Block]:
+    if not report.fusion:
+        return []
+    rows = []
+    for g in report.fusion:
+        became = ", ".join(f"{v:g} {k}" for k, v in g.split_counts.items())
+        arrow = "fused → split" if g.direction == "split" else "split → fused"
+        rows.append((cell(g.fused_type), cell(arrow),
+                     cell(fmt.count(g.base_count), sort=g.base_count),
+                     cell(fmt.count(g.new_count), sort=g.new_count), cell(became),
+                     cell(fmt.ms(g.base_total_us), sort=g.base_total_us),
+                     cell(fmt.ms(g.new_total_us), sort=g.new_total_us),
+                     cell(fmt.ms(g.delta_us, signed=True), sort=g.delta_us),
+                     cell(fmt.ms(g.exposed_us), sort=g.exposed_us)))
+    headers = ("fused op", "change", "base /step", "new /step", "became / replaced (per step)",
+               "base ms", "new ms", "Δ ms", "exposed comm ms")
+    return [section("MC2 fusion (fused compute + communication)", "fusion"),
+            Paragraph(inline("Fused operators on one side matched to their split equivalent "
+                             "(MatMul + collective) on the other. Their rows are not listed "
+                             "again as added/removed.")),
+            Table(headers, tuple(rows))]
+
+
+def _delta(row, field: str) -> tuple[str, float | None]:
+    b, n = getattr(row, f"base_{field}", None), getattr(row, f"new_{field}", None)
+    if fmt.is_missing(b) or fmt.is_missing(n):
+        return "–", None
+    return fmt.ms(n - b, signed=True), n - b
+
+
+def _communication(report: Report) -> list[Block]:
+    if not report.communication:
+        return []
+    rows = []
+    for c in report.communication:
+        transit, wait = _delta(c, "transit_us"), _delta(c, "wait_us")
+        rows.append((cell(c.comm_type),
+                     cell(f"{fmt.count(c.base_count)} → {fmt.count(c.new_count)}",
+                          sort=c.delta_count),
+                     cell(fmt.ms(c.base_total_us), sort=c.base_total_us),
+                     cell(fmt.ms(c.new_total_us), sort=c.new_total_us),
+                     cell(fmt.ms(c.base_exposed_us), sort=c.base_exposed_us),
+                     cell(fmt.ms(c.new_exposed_us), sort=c.new_exposed_us),
+                     cell(transit[0], sort=transit[1]), cell(wait[0], sort=wait[1])))
+    headers = ("type", "count /step", "base ms", "new ms", "base exposed", "new exposed",
+               "Δ transit ms", "Δ wait ms")
+    return [section("Communication by type", "communication"), Table(headers, tuple(rows)),
+            Paragraph(inline("Exposed = not hidden behind computation on the same rank. "
+                             "Transit and wait come from communication.json (– when a run "
+                             "has none)."))]
+
+
+# --------------------------------------------------------------------------- operators
+
+
+def _operator_rows(ops: list[OperatorRow], notes: Footnotes) -> tuple[tuple[Cell, ...], ...]:
+    rows = []
+    for op in ops:
+        mark = ""
+        if op.match_kind in ("family", "type-only"):
+            mark = notes.mark("Matched by family (type renamed, e.g. MatMulV2 → MatMulV3)"
+                              if op.match_kind == "family" else
+                              "Matched by type only: input shapes differ or are unknown "
+                              "(Level0 exports have no shapes).")
+        small = min(op.base_instances, op.new_instances)
+        if 0 < small < 4:
+            mark += notes.mark("Fewer than 4 instances on a side: Mann-Whitney cannot reach "
+                               "p < 0.05; the change is shown as ~ unless counts changed.")
+        shapes = inline(code(fmt.shapes(op.input_shapes)),
+                        "" if op.input_shapes else notes.mark(NO_SHAPES))
+        rows.append((cell(op.op_type, mark), Cell(shapes),
+                     cell(f"{fmt.count(op.base_count)} → {fmt.count(op.new_count)}",
+                          sort=op.new_count - op.base_count),
+                     cell(fmt.us(op.base_total_us), sort=op.base_total_us),
+                     cell(fmt.us(op.new_total_us), sort=op.new_total_us),
+                     cell(fmt.us(op.delta_us, signed=True), sort=op.delta_us),
+                     cell(fmt.status_mark(op.status, op.delta_pct), sort=op.delta_pct),
+                     cell(fmt.p_value(op.p_value), sort=op.p_value),
+                     cell(fmt.interval(op.ci_low, op.ci_high), sort=op.ci_low)))
+    return tuple(rows)
+
+
+def _op_table(ops: list[OperatorRow], notes: Footnotes) -> Table:
+    return Table(OP_HEADERS, _operator_rows(ops, notes), sortable=True)
+
+
+def _operators(report: Report, charts: Collection[str], notes: Footnotes) -> list[Block]:
+    if not report.operators:
+        return [absent("Operators", "neither run has kernel rows (a cluster summary holds "
+                                    "step and communication figures only): no operator, "
+                                    "category or family comparison.")]
+    plain = [op for op in report.operators if not op.fusion]
+    pct = f"{report.thresholds.threshold_pct:g}%"
+    blocks: list[Block] = []
+    for status, title, anchor in (("regressed", "Top regressions", "regressions"),
+                                  ("improved", "Top improvements", "improvements")):
+        rows = [op for op in plain if op.status == status][: report.top_n]
+        blocks.append(section(title, anchor))
+        blocks.append(_op_table(rows, notes) if rows else Paragraph(
+            inline(f"No operator {status} significantly by ≥ {pct}.")))
+    quiet = [op for op in plain if op.status == "unchanged"][: report.top_n]
+    if quiet:
+        blocks += [section(f"Below the bar (not significant, or smaller than {pct})", "below"),
+                   Paragraph(inline(code("~"), f": not significant at α = "
+                                    f"{report.thresholds.alpha:g}, or smaller than {pct}.")),
+                   _op_table(quiet, notes)]
+    if "top_movers" in charts:
+        blocks.append(Chart("top_movers", "Top movers"))
+    for status, title, anchor in (("added", "Only in new (added)", "added"),
+                                  ("removed", "Only in base (removed)", "removed")):
+        rows = [op for op in plain if op.status == status][: report.top_n]
+        if rows:
+            blocks += [section(title, anchor), _op_table(rows, notes)]
+    unchanged = sum(op.status == "unchanged" for op in report.operators)
+    blocks.append(Paragraph(inline(f"{unchanged} operator key(s) unchanged in all; every key "
+                                   "is in report.json.")))
+    return blocks
+
+
+# --------------------------------------------------------------------------- groups, ranks
+
+
+def _ratio(value) -> str:
+    return "–" if fmt.is_missing(value) else f"{value:.2f}"
+
+
+def _gbps(group, link: str) -> str:
+    b, n = getattr(group, f"base_{link}_gbps"), getattr(group, f"new_{link}_gbps")
+
+    def show(value) -> str:
+        return "–" if fmt.is_missing(value) else f"{value:,.1f}"
+
+    return f"{show(b)} → {show(n)}"
+
+
+def _groups(report: Report) -> list[Block]:
+    groups = report.comm_groups
+    if not groups:
+        return []
+
+    def moved(g):
+        return abs((g.new_elapse_us or 0) - (g.base_elapse_us or 0))
+
+    rows = []
+    for g in sorted(groups, key=moved, reverse=True)[: report.top_n]:
+        links = ", ".join(f"{'PCIe' if link == 'pcie' else link.upper()} {_gbps(g, link)}"
+                          for link in LINKS
+                          if not (fmt.is_missing(getattr(g, f"base_{link}_gbps"))
+                                  and fmt.is_missing(getattr(g, f"new_{link}_gbps"))))
+        rows.append((cell(code(fmt.shapes(str(g.group), 24))),
+                     cell(f"{fmt.count(g.base_ops)} → {fmt.count(g.new_ops)}", sort=g.new_ops),
+                     cell(fmt.ms(g.base_elapse_us), sort=g.base_elapse_us),
+                     cell(fmt.ms(g.new_elapse_us), sort=g.new_elapse_us),
+                     cell(fmt.ms(g.base_transit_us), sort=g.base_transit_us),
+                     cell(fmt.ms(g.new_transit_us), sort=g.new_transit_us),
+                     cell(f"{_ratio(g.base_wait_ratio)} → {_ratio(g.new_wait_ratio)}",
+                          sort=g.new_wait_ratio),
+                     cell(links or "–")))
+    return [section("Communication groups", "groups"),
+            Paragraph(inline("Per group, per step and rank (communication.json): a wait ratio "
+                             "that grows with flat transit means ranks wait for a straggler; "
+                             "growing transit means more or slower transfer.")),
+            Table(("group", "ops /step", "base ms", "new ms", "base transit", "new transit",
+                   "wait ratio", "bandwidth GB/s base → new"), tuple(rows), sortable=True)]
+
+
+def _ranks_section(report: Report, charts: Collection[str]) -> list[Block]:
+    ranks = report.ranks
+    if len(ranks) < 2:
+        return []
+    shown = sorted(ranks, key=lambda r: -abs(r.delta_stage_us or 0))[: report.top_n]
+    rows = tuple((cell(str(r.rank), sort=r.rank),
+                  cell(fmt.ms(r.base_stage), sort=r.base_stage),
+                  cell(fmt.ms(r.new_stage), sort=r.new_stage),
+                  cell(fmt.ms(r.delta_stage_us, signed=True), sort=r.delta_stage_us),
+                  cell(fmt.ms(r.base_communication_not_overlapped),
+                       sort=r.base_communication_not_overlapped),
+                  cell(fmt.ms(r.new_communication_not_overlapped),
+                       sort=r.new_communication_not_overlapped),
+                  cell(fmt.ms(r.base_wait_us), sort=r.base_wait_us),
+                  cell(fmt.ms(r.new_wait_us), sort=r.new_wait_us)) for r in shown)
+    deltas = [r.delta_stage_us for r in ranks if not fmt.is_missing(r.delta_stage_us)]
+    summary = ""
+    if deltas:
+        summary = (f"Across {len(ranks)} ranks: median Δ step "
+                   f"{fmt.ms(statistics.median(deltas), True)} ms, largest "
+                   f"{fmt.ms(max(deltas, key=abs), True)} ms.")
+    more = f" Showing the {len(shown)} ranks that moved most; all are in report.json and " \
+        "ranks.csv." if len(shown) < len(ranks) else ""
+    blocks: list[Block] = [section("Per rank", "ranks")]
+    if summary + more:
+        blocks.append(Paragraph(inline(summary + more)))
+    blocks.append(Table(("rank", "base step ms", "new step ms", "Δ ms", "base exposed",
+                         "new exposed", "base wait", "new wait"), rows, sortable=True))
+    if not deltas:
+        blocks.append(absent("Per-rank change", "no rank is in both runs (base "
+                                                f"{ranks_text(report.base.ranks)}; new "
+                                                f"{ranks_text(report.new.ranks)}), so there is "
+                                                "no change to chart."))
+    blocks += [Chart(name, title) for name, title in
+               (("rank_heatmap", "Per-rank change"), ("rank_steps", "Step per rank"))
+               if name in charts]
+    return blocks
+
+
+# --------------------------------------------------------------------------- kernel time
+
+
+def _categories(report: Report) -> list[Block]:
+    if not report.categories:
+        return []
+    rows = tuple((cell(c.category),
+                  cell(f"{fmt.count(c.base_count)} → {fmt.count(c.new_count)}",
+                       sort=c.new_count),
+                  cell(fmt.ms(c.base_total_us), sort=c.base_total_us),
+                  cell(fmt.ms(c.new_total_us), sort=c.new_total_us),
+                  cell(fmt.ms(c.delta_us, signed=True), sort=c.delta_us))
+                 for c in report.categories)
+    return [section("Kernel time by category", "categories"),
+            Table(("category", "kernels /step", "base ms", "new ms", "Δ ms"), rows),
+            Paragraph(inline("Kernel time is the sum of kernel durations; it can exceed the "
+                             "step when streams overlap."))]
+
+
+def _share(value) -> str:
+    return "–" if fmt.is_missing(value) else f"{value:.1f}%"
+
+
+def _families(report: Report, charts: Collection[str]) -> list[Block]:
+    if not report.families:
+        return []
+    rows = tuple((cell(f.family),
+                  cell(f"{fmt.count(f.base_count)} → {fmt.count(f.new_count)}",
+                       sort=f.new_count),
+                  cell(fmt.ms(f.base_total_us), sort=f.base_total_us),
+                  cell(fmt.ms(f.new_total_us), sort=f.new_total_us),
+                  cell(fmt.ms(f.delta_us, signed=True), sort=f.delta_us),
+                  cell(fmt.pct(f.delta_pct), sort=f.delta_pct),
+                  cell(f"{_share(f.base_share_pct)} → {_share(f.new_share_pct)}",
+                       sort=f.new_share_pct))
+                 for f in report.families)
+    blocks: list[Block] = [
+        section("Compute by family", "families"),
+        Paragraph(inline("Kernel time per step split as msprof-analyze splits computing time: "
+                         "MatMul / Cube, Vector, FlashAttention, Conv, SDMA / memcpy, AI CPU and "
+                         "communication (the mapping is the table in "
+                         "cann_diff/compare/families.py).")),
+        Table(("family", "kernels /step", "base ms", "new ms", "Δ ms", "Δ%",
+               "share base → new"), rows, sortable=True)]
+    if "families" in charts:
+        blocks.append(Chart("families", "Kernel time by compute family"))
+    return blocks
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def _side_warnings(report: Report) -> list[Block]:
+    lines = tuple(inline(f"⚠ {side}: ", w) for side, ws in (("base", report.base.warnings),
+                                                             ("new", report.new.warnings))
+                  for w in ws)
+    return [Warnings(lines)] if lines else []
+
+
+def _memory(report: Report, charts: Collection[str]) -> list[Block]:
+    if report.memory is None:
+        return [absent("Device memory", "not recorded in either run (collect with "
+                                        "profile_memory=True for memory_record.csv, "
+                                        "operator_memory.csv and npu_module_mem.csv).")]
+    return memory_blocks(report.memory, "memory" in charts)
+
+
+def report_blocks(report: Report, charts: Collection[str] = ()) -> list[Block]:
+    """The whole report as blocks; ``charts`` names the charts that were drawn."""
+    notes = Footnotes()
+    for warning in report.warnings:
+        notes.mark(warning)
+    blocks: list[Block] = [
+        Heading(1, inline(f"cann-diff: {report.base.label} vs {report.new.label}")),
+        Paragraph(inline(strong("Verdict:"), " ", report.headline), "verdict")]
+    blocks += _side_warnings(report) + provenance_blocks(report) + _findings(report)
+    blocks += _step(report, charts, notes) + _fusion(report) + _communication(report)
+    blocks += _operators(report, charts, notes) + _groups(report)
+    blocks += _ranks_section(report, charts) + _categories(report)
+    blocks += _families(report, charts) + _memory(report, charts)
+    blocks += notes.blocks()
+    t = report.thresholds
+    blocks.append(Paragraph(inline(f"Generated by cann-diff. Thresholds: α = {t.alpha:g}, "
+                                   f"minimum change {t.threshold_pct:g}%. Times are per step "
+                                   "and per rank."), "footer"))
+    return blocks

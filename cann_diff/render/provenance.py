@@ -1,0 +1,86 @@
+"""The report's provenance: what each run was collected with, and how the report was made.
+
+Per side the facts ``read/provenance.py`` found; an unknown fact says ``not recorded``
+and names the file that would hold it (``n/a`` where the format cannot record it).
+"""
+
+from __future__ import annotations
+
+from ..report import Report, Side
+from .document import Block, Cell, Paragraph, Table, cell, code, inline
+
+
+def ranks_text(values) -> str:
+    """Rank or step ids as text: all of up to 8, else the first, the last and how many."""
+    if not values:
+        return ""
+    if len(values) > 8:
+        return f"{values[0]}…{values[-1]} ({len(values)})"
+    return ", ".join(str(v) for v in values)
+
+
+def _when(iso: str | None) -> str | None:
+    if not iso:
+        return None
+    if iso.endswith("Z"):
+        return iso[:-1].replace("T", " ") + " UTC"
+    return iso.replace("T", " ") + " (local time)"
+
+
+def _where(side: Side, fact: str) -> tuple:
+    """``not recorded (`file`: key)``, or ``n/a (why)`` where the format cannot record it."""
+    source = side.sources.get(fact) or "no file names it"
+    file, _, detail = source.partition(": ")
+    if file == "n/a":
+        return inline(f"n/a ({detail})")
+    return inline("not recorded (", code(file), f": {detail})" if detail else ")")
+
+
+def _recorded(side: Side, fact: str, value) -> Cell:
+    if value is None or value == "":
+        return cell(_where(side, fact))
+    return cell(str(value))
+
+
+def _device(side: Side) -> Cell:
+    if side.device and side.device_count:
+        return cell(f"{side.device} × {side.device_count}")
+    if side.device_count:
+        return cell(f"{side.device_count} device(s), type ", _where(side, "device"))
+    return _recorded(side, "device", side.device)
+
+
+def provenance_blocks(report: Report) -> list[Block]:
+    """The table of both runs and the line naming the tool, thresholds and command."""
+    b, n = report.base, report.new
+
+    def row(name: str, make) -> tuple[Cell, ...]:
+        return (cell(name), make(b), make(n))
+
+    rows = (row("label", lambda s: cell(s.label)),
+            row("path", lambda s: cell(code(s.path))),
+            row("format", lambda s: cell(s.format)),
+            row("CANN", lambda s: _recorded(s, "cann", s.versions.cann)),
+            row("torch_npu", lambda s: _recorded(s, "torch_npu", s.versions.torch_npu)),
+            row("driver", lambda s: _recorded(s, "driver", s.driver)),
+            row("device", _device),
+            row("ranks", lambda s: cell(ranks_text(s.ranks) + (f" (world size {s.world_size})"
+                                                           if s.world_size else ""))),
+            row("steps", lambda s: cell(ranks_text(s.steps) or "whole run")),
+            row("profiler level", lambda s: _recorded(s, "profiler_level", s.profiler_level)),
+            row("collected", lambda s: _recorded(s, "collected", _when(s.collected))),
+            row("host", lambda s: _recorded(s, "host", s.host)),
+            row("step figures from", lambda s: cell(s.step_source)))
+    # Megatron / MindSpeed facts, after the ranks: a row only when a side records them.
+    job = tuple(row(name, lambda s, fact=fact: _recorded(s, fact, getattr(s, fact)))
+                for name, fact in (("parallelism", "parallel"), ("environment", "environment"))
+                if getattr(b, fact) or getattr(n, fact))
+    rows = rows[:8] + job + rows[8:]
+    t = report.thresholds
+    made = inline(f"Report by cann-diff {report.tool.version or '(version unknown)'} "
+                  f"(α = {t.alpha:g}, minimum change {t.threshold_pct:g}%, "
+                  f"{int(t.confidence * 100)}% confidence intervals)")
+    if report.invocation is not None:
+        made = inline(made, ", run as ", code(report.invocation.command), " on ",
+                      report.invocation.date)
+    return [Table(("", "base", "new"), rows), Paragraph(inline(made, "."), "small")]
