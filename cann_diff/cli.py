@@ -86,10 +86,16 @@ def _write_report(result, out_dir: Path, charts_wanted: bool, html_wanted: bool 
     write_report(result.report, out_dir, charts_wanted, html=html_wanted)
 
 
+# Options that change how the tool runs, not what the report says.
+NOT_RECORDED = ("quiet", "jobs", "scheduler")
+
+
 def _command_line(ctx: click.Context) -> str:
     """The command as given: the arguments and every option not left at its default."""
     words = ["cann-diff"]
     for param in ctx.command.params:
+        if param.name in NOT_RECORDED:
+            continue
         value = ctx.params.get(param.name)
         source = ctx.get_parameter_source(param.name)
         if source in (None, click.core.ParameterSource.DEFAULT) or value is None \

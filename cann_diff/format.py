@@ -57,12 +57,23 @@ def p_phrase(value) -> str:
     return "p < 0.001" if value < 0.001 else f"p = {value:.3f}"
 
 
-def status_mark(status: str, delta_pct) -> str:
-    """benchstat-style change column: the signed change, or ``~`` when not significant."""
-    if status in ("added", "removed"):
+BELOW_MARK = "†"  # a significant change under its threshold (benchstat shows such a % too)
+
+
+def status_mark(status: str, delta_pct, below_threshold: bool = False) -> str:
+    """benchstat-style change column.
+
+    ``~`` only when not significant; a significant change under the threshold shows its
+    % with ``BELOW_MARK``; ``added``/``removed``/``reshaped`` say so; a count change is
+    not a speed change, so it shows the per-instance % beside ``count``.
+    """
+    if status in ("added", "removed", "reshaped"):
         return status
+    if status == "count-changed":
+        return f"count ({pct(delta_pct)} per instance)" if not is_missing(delta_pct) \
+            else "count"
     if status == "unchanged":
-        return "~"
+        return f"{pct(delta_pct)}{BELOW_MARK}" if below_threshold else "~"
     return pct(delta_pct)
 
 

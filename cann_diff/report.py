@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, is_dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from importlib import metadata, resources
 from types import MappingProxyType
 from typing import Any, TypeVar
@@ -442,8 +443,15 @@ class Invocation:
 
     @classmethod
     def now(cls, command: str) -> Invocation:
-        """The invocation of ``command`` at the current local time (ISO 8601, seconds)."""
-        return cls(command, datetime.now().astimezone().isoformat(timespec="seconds"))
+        """The invocation of ``command`` now (local time, ISO 8601, seconds).
+
+        ``SOURCE_DATE_EPOCH`` (the reproducible-builds convention), when set, is the time
+        instead, so two runs on the same profiles write byte-identical reports.
+        """
+        epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+        when = (datetime.fromtimestamp(int(epoch), tz=timezone.utc) if epoch.isdigit()
+                else datetime.now().astimezone())
+        return cls(command, when.isoformat(timespec="seconds"))
 
 
 def tool_version() -> str | None:

@@ -158,8 +158,9 @@ def test_cli_records_the_command_line_and_the_date(tmp_path):
                                        "--no-charts", "--top", "3"])
     assert result.exit_code == 0, result.output
     invocation = json.loads((out / "report.json").read_text())["invocation"]
+    # --quiet (like --jobs and --scheduler) changes how the tool runs, not the report.
     assert invocation["command"] == (f"cann-diff {run_dir} {run_dir} --out {out} --top 3 "
-                                     "--no-charts --quiet")
+                                     "--no-charts")
     stamp = time.mktime(time.strptime(invocation["date"][:19], "%Y-%m-%dT%H:%M:%S"))
     assert before - 2 <= stamp <= time.time() + 2  # local time, to the second
     md = (out / "report.md").read_text()
@@ -228,3 +229,10 @@ def test_tests_data_copies_name_their_profiler_info(level):
     meta = load_run(MI_TEXT / level / "rank0_ascend_pt").meta
     assert meta.profiler_level == level.capitalize()
     assert meta.sources["profiler_level"] == "profiler_info_0.json"
+
+
+def test_source_date_epoch_fixes_the_recorded_date(monkeypatch):
+    from cann_diff.report import Invocation
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1764547200")  # 2025-12-01T00:00:00Z
+    assert Invocation.now("cann-diff a b").date == "2025-12-01T00:00:00+00:00"

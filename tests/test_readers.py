@@ -35,9 +35,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA, REALDATA, needs_realdata
 
-from cann_diff.read.canonical import canonical_names
 from cann_diff.cli import main
 from cann_diff.read import load_run
+from cann_diff.read.canonical import canonical_names
 from cann_diff.read.timeline import step_breakdown_from_kernels
 
 COPIES = DATA / "realdata"

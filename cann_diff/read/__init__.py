@@ -28,7 +28,7 @@ from .base import RankData
 from .canonical import canonicalize, normalize_distinct, normalize_dtypes, normalize_shapes
 from .derive import concat_frames
 from .memory import MemoryData, memory_data, read_rank_memory, select_memory, step_intervals
-from .provenance import read_provenance
+from .provenance import rank_facts, read_provenance
 from .reduce import combine, samples_per_rank, select, summarize
 from .timeline import step_breakdown_from_kernels
 
@@ -248,6 +248,8 @@ def read_and_reduce(plan: RankPlan, source: RankSource) -> RankData | list[RankD
         _reduce_kernels(data, plan)
     if isinstance(result, list):
         return result
+    result.facts = rank_facts(source.path, source.format.name, result.info)
+    result.info.pop("profiler_info", None)  # parsed once; only its facts travel on
     intervals = _memory_intervals(result, plan.steps)
     result.memory = read_rank_memory(source.path, plan.keep_rows, intervals)
     if plan.steps and intervals is None and result.memory.recorded:
@@ -519,8 +521,9 @@ def _rows_of(datas: list[RankData]) -> tuple[pd.DataFrame, pd.DataFrame]:
 def _meta_of(path: Path, fmt: Format, datas: list[RankData]) -> RunMeta:
     """Versions and device from the first rank with kernels (else the first rank)."""
     info = next((d.info for d in datas if d.has_kernels), datas[0].info)
+    facts = [d.facts for d in datas] if all(d.facts is not None for d in datas) else None
     return RunMeta(path=str(path), format=fmt.name, ranks=tuple(d.rank for d in datas),
-                   **read_provenance(fmt.name, [d.source for d in datas], info))
+                   **read_provenance(fmt.name, [d.source for d in datas], info, facts))
 
 
 def read_memory(path: str | Path, *, jobs: int = 1, scheduler: str | None = None,

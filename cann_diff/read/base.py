@@ -33,6 +33,7 @@ class RankData:
     steps: pd.DataFrame | None = None
     comm: pd.DataFrame | None = None
     info: dict = field(default_factory=dict)
+    facts: object = None  # provenance facts (read/provenance.py), found where it was read
     warnings: list[str] = field(default_factory=list)
     # Filled by read_and_reduce, in the worker that read the rank:
     summary: RunSummary | None = None

@@ -117,4 +117,5 @@ def read_profiler_info(path: Path) -> dict:
         "cann_version": data.get("cann_version"),
         "torch_npu_version": data.get("torch_npu_version"),
         "profiler_level": experimental.get("_profiler_level"),
+        "profiler_info": (path.name, data),  # the whole file, so provenance need not reopen it
     }

@@ -134,12 +134,20 @@ def _json(path: Path):
         return None
 
 
-def _profiler_info(root: Path, found: _Found) -> None:
-    files = sorted(root.glob("profiler_info*.json"))
-    data = _json(files[0]) if files else None
+def _profiler_info(root: Path, found: _Found, read: tuple[str, object] | None = None) -> None:
+    """Facts of ``profiler_info_<rank>.json``.
+
+    ``read`` is (name, content) when the format reader already parsed it: the file is then
+    not opened again.
+    """
+    if read is not None:
+        name, data = read
+    else:
+        files = sorted(root.glob("profiler_info*.json"))
+        data = _json(files[0]) if files else None
+        name = files[0].name if files else ""
     if not isinstance(data, dict):
         return
-    name = files[0].name
     for fact, key in PROFILER_INFO_KEYS.items():
         found.looked.setdefault(fact, f"{name}: no {key}")
     found.add("cann", data.get("cann_version"), name)
@@ -275,13 +283,17 @@ def _directory_name(root: Path, found: _Found) -> None:
         found.add("collected", _local_time(match.group("time")), "directory name (local time)")
 
 
-def _rank_facts(source: Path, fmt: str) -> _Found:
-    """Facts of one rank source (a rank directory, a PROF directory or a file)."""
+def rank_facts(source: Path, fmt: str, info: Mapping | None = None) -> _Found:
+    """Facts of one rank source (a rank directory, a PROF directory or a file).
+
+    Run where the rank is read (thread or Dask worker); ``info`` is the format reader's,
+    whose ``profiler_info`` content is used instead of reading the file again.
+    """
     found = _Found()
     root = source if source.is_dir() else source.parent
     if root.name == OUTPUT_DIR:
         root = root.parent
-    _profiler_info(root, found)
+    _profiler_info(root, found, (info or {}).get("profiler_info"))
     _profiler_metadata(root, found)
     db = find_db(source) if fmt != "msprof" else None
     if db is not None:
@@ -327,7 +339,8 @@ def would_hold(fmt: str, sources: list[Path] = ()) -> Mapping[str, str]:
     return WOULD_HOLD_TORCH
 
 
-def read_provenance(fmt: str, sources: list[Path], info: Mapping | None = None) -> dict:
+def read_provenance(fmt: str, sources: list[Path], info: Mapping | None = None,
+                    facts: list[_Found] | None = None) -> dict:
     """``RunMeta`` fields for a run read from ``sources`` (one per rank) in format ``fmt``.
 
     ``info`` is what the format reader already found for the first rank (``cann_version``,
@@ -338,7 +351,8 @@ def read_provenance(fmt: str, sources: list[Path], info: Mapping | None = None) 
     ``parallel``, ``environment`` and ``sources``.
     """
     info = info or {}
-    ranks = [_rank_facts(Path(source), fmt) for source in dict.fromkeys(sources)]
+    ranks = facts if facts is not None else [rank_facts(Path(source), fmt)
+                                             for source in dict.fromkeys(sources)]
     values: dict[str, object] = {}
     where: dict[str, str] = {}
     for fact in FACTS:

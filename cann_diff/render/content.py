@@ -39,7 +39,17 @@ BREAKDOWN_ROWS = (("computing", "Computing"),
                   ("bubble", "Bubble"),
                   ("preparing", "Preparing"))
 OP_HEADERS = ("operator", "input shapes", "count /step", "base /step", "new /step", "Δ",
-              "change", "p", "ratio CI")
+              "Δ count · per instance", "change per instance", "p", "ratio CI")
+RUNG_NOTES = {
+    "family": "Matched by family (type renamed, e.g. MatMulV2 → MatMulV3), same input shapes.",
+    "renamed": "Matched across a CANN rename (cann_diff/data/renames.json, e.g. ReduceSumD → "
+               "ReduceSum): same shapes once the attribute inputs the newer kernel takes are "
+               "set aside.",
+    "normalized": "Matched on normalized shapes: the same tensors in another data format "
+                  "(C0 16 ↔ 8).",
+    "type-only": "Matched by type only: input shapes differ or are unknown (Level0 exports "
+                 "have no shapes); reshaped, compared by totals.",
+}
 NO_SHAPES = inline(code("*"), ": no input shapes recorded (communication ops, Level0 exports "
                                 "and trace-only profiles carry none); the key is the type alone.")
 LINKS = ("hccs", "pcie", "sio", "rdma")  # SDMA is the sum of the on-node links: not repeated
@@ -75,13 +85,17 @@ def _step(report: Report, charts: Collection[str], notes: Footnotes) -> list[Blo
                       "follows the threshold alone")
         sig = "unknown" + notes.mark(caveat)
     else:
-        sig = f"{fmt.p_phrase(s.p_value)} (Welch's t-test on per-step times)"
+        sig = f"{fmt.p_phrase(s.p_value)} (Welch's t-test on log step times)"
     ci = fmt.interval(s.ci_low, s.ci_high)
     ratio = (f"; new/base ratio {int(report.thresholds.confidence * 100)}% CI {ci}"
              if ci else "")
+    status = s.status + (f" (significant, under the {s.threshold_pct:g}% step threshold)"
+                         if s.below_threshold else "")
+    gate = "" if s.gate is None else (f" Gate --fail-on-regression {s.gate_pct:g}%: "
+                                      f"{'failed' if s.gate else 'passed'}.")
     summary = inline("Step (Stage) ", strong(f"{fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms"),
                      f" ({fmt.pct(s.delta_pct)}, {fmt.ms(s.delta_us, signed=True)} ms), status ",
-                     strong(s.status), f"; significance: {sig}{ratio}.")
+                     strong(status), f"; significance: {sig}{ratio}.{gate}")
     rows = []
     for key, name in BREAKDOWN_ROWS:
         b = s.breakdown.get(key)
@@ -93,13 +107,37 @@ def _step(report: Report, charts: Collection[str], notes: Footnotes) -> list[Blo
     rows.append((cell(strong("Stage (step)")), cell(strong(fmt.ms(s.base_us))),
                  cell(strong(fmt.ms(s.new_us))), cell(strong(fmt.ms(s.delta_us, signed=True))),
                  cell(strong(fmt.pct(s.delta_pct)))))
-    blocks: list[Block] = [section("Step time", "step"), Paragraph(summary),
-                           Table(("ms per step", "base", "new", "Δ", "Δ%"), tuple(rows),
-                                 ("left", "right", "right", "right", "right"))]
+    blocks: list[Block] = [section("Step time", "step"), Paragraph(summary)]
+    if s.screened and s.all_steps is not None:
+        left_out = ", ".join(f"{x.side} step {x.step} ({fmt.ms(x.stage_us)} ms, "
+                             f"{x.stage_us / x.median_us:.1f}× the median)"
+                             for x in s.screened if x.median_us)
+        blocks.append(Paragraph(inline(
+            f"Warm-up / outlier steps left out of the step comparison: {left_out}. Over "
+            f"every step the change is {fmt.pct(s.all_steps.delta_pct)} "
+            f"({fmt.ms(s.all_steps.base_us)} → {fmt.ms(s.all_steps.new_us)} ms); "
+            "--steps chooses the steps instead.")))
+    blocks.append(Table(("ms per step", "base", "new", "Δ", "Δ%"), tuple(rows),
+                        ("left", "right", "right", "right", "right")))
+    blocks += _compute_split(report)
     blocks += [Chart(name, title) for name, title in
                (("step_breakdown", "Step breakdown"),
                 ("step_waterfall", "Where the step time went")) if name in charts]
     return blocks
+
+
+def _compute_split(report: Report) -> list[Block]:
+    """Where Δ Computing went: rows that sum to it (findings/compute_split.py)."""
+    split = report.compute
+    if split is None or fmt.is_missing(split.delta_computing_us):
+        return []
+    rows = [(cell(r.label), cell(fmt.ms(r.delta_us, signed=True), sort=r.delta_us))
+            for r in split.rows]
+    rows.append((cell(strong("Δ Computing (step_trace_time)")),
+                 cell(strong(fmt.ms(split.delta_computing_us, signed=True)))))
+    return [Paragraph(inline(strong("Where Δ Computing went"), " (ms per step; the rows sum "
+                             "to Δ Computing):")),
+            Table(("part", "Δ ms"), tuple(rows), ("left", "right"))]
 
 
 # --------------------------------------------------------------------------- fusion, comm
@@ -140,7 +178,8 @@ def _communication(report: Report) -> list[Block]:
         return []
     rows = []
     for c in report.communication:
-        transit, wait = _delta(c, "transit_us"), _delta(c, "wait_us")
+        transit, wait, idle = (_delta(c, "transit_us"), _delta(c, "wait_us"),
+                               _delta(c, "idle_us"))
         rows.append((cell(c.comm_type),
                      cell(f"{fmt.count(c.base_count)} → {fmt.count(c.new_count)}",
                           sort=c.delta_count),
@@ -148,13 +187,15 @@ def _communication(report: Report) -> list[Block]:
                      cell(fmt.ms(c.new_total_us), sort=c.new_total_us),
                      cell(fmt.ms(c.base_exposed_us), sort=c.base_exposed_us),
                      cell(fmt.ms(c.new_exposed_us), sort=c.new_exposed_us),
-                     cell(transit[0], sort=transit[1]), cell(wait[0], sort=wait[1])))
+                     cell(transit[0], sort=transit[1]), cell(wait[0], sort=wait[1]),
+                     cell(idle[0], sort=idle[1])))
     headers = ("type", "count /step", "base ms", "new ms", "base exposed", "new exposed",
-               "Δ transit ms", "Δ wait ms")
+               "Δ transit ms", "Δ wait ms", "Δ idle ms")
     return [section("Communication by type", "communication"), Table(headers, tuple(rows)),
             Paragraph(inline("Exposed = not hidden behind computation on the same rank. "
-                             "Transit and wait come from communication.json (– when a run "
-                             "has none)."))]
+                             "Transit, wait (synchronization included) and idle come from "
+                             "communication.json, where elapse = transit + wait + idle (– "
+                             "when a run has none)."))]
 
 
 # --------------------------------------------------------------------------- operators
@@ -163,16 +204,20 @@ def _communication(report: Report) -> list[Block]:
 def _operator_rows(ops: list[OperatorRow], notes: Footnotes) -> tuple[tuple[Cell, ...], ...]:
     rows = []
     for op in ops:
-        mark = ""
-        if op.match_kind in ("family", "type-only"):
-            mark = notes.mark("Matched by family (type renamed, e.g. MatMulV2 → MatMulV3)"
-                              if op.match_kind == "family" else
-                              "Matched by type only: input shapes differ or are unknown "
-                              "(Level0 exports have no shapes).")
+        mark = notes.mark(RUNG_NOTES[op.match_kind]) if op.match_kind in RUNG_NOTES else ""
         small = min(op.base_instances, op.new_instances)
         if 0 < small < 4:
             mark += notes.mark("Fewer than 4 instances on a side: Mann-Whitney cannot reach "
-                               "p < 0.05; the change is shown as ~ unless counts changed.")
+                               "p < 0.05; the change is shown as ~.")
+        claimed = op.new_claimed or op.base_claimed
+        if claimed:
+            mark += notes.mark(inline(
+                "Part of this key's instances belong to an MC2 fusion change (see the MC2 "
+                "fusion section): ", f"{fmt.count(op.base_claimed or 0)} per step in base, "
+                f"{fmt.count(op.new_claimed or 0)} in new."))
+        if op.below_threshold:
+            mark += notes.mark(f"{fmt.BELOW_MARK} significant, but under the threshold: "
+                               "shown with its % and not called regressed/improved.")
         shapes = inline(code(fmt.shapes(op.input_shapes)),
                         "" if op.input_shapes else notes.mark(NO_SHAPES))
         rows.append((cell(op.op_type, mark), Cell(shapes),
@@ -181,10 +226,20 @@ def _operator_rows(ops: list[OperatorRow], notes: Footnotes) -> tuple[tuple[Cell
                      cell(fmt.us(op.base_total_us), sort=op.base_total_us),
                      cell(fmt.us(op.new_total_us), sort=op.new_total_us),
                      cell(fmt.us(op.delta_us, signed=True), sort=op.delta_us),
-                     cell(fmt.status_mark(op.status, op.delta_pct), sort=op.delta_pct),
+                     cell(_effects(op), sort=op.count_effect_us),
+                     cell(fmt.status_mark(op.status, op.instance_change_pct,
+                                          op.below_threshold), sort=op.instance_change_pct),
                      cell(fmt.p_value(op.p_value), sort=op.p_value),
-                     cell(fmt.interval(op.ci_low, op.ci_high), sort=op.ci_low)))
+                     cell(op.ci_note or fmt.interval(op.ci_low, op.ci_high), sort=op.ci_low)))
     return tuple(rows)
+
+
+def _effects(op: OperatorRow) -> str:
+    """Δ split into its count effect and its per-instance effect (µs per step)."""
+    if fmt.is_missing(op.count_effect_us) or fmt.is_missing(op.instance_effect_us):
+        return "–"
+    return (f"{fmt.us(op.count_effect_us, signed=True)} · "
+            f"{fmt.us(op.instance_effect_us, signed=True)}")
 
 
 def _op_table(ops: list[OperatorRow], notes: Footnotes) -> Table:
@@ -204,12 +259,27 @@ def _operators(report: Report, charts: Collection[str], notes: Footnotes) -> lis
         rows = [op for op in plain if op.status == status][: report.top_n]
         blocks.append(section(title, anchor))
         blocks.append(_op_table(rows, notes) if rows else Paragraph(
-            inline(f"No operator {status} significantly by ≥ {pct}.")))
+            inline(f"No operator {status} per instance, significantly and by ≥ {pct}.")))
+    counted = [op for op in plain if op.status == "count-changed"][: report.top_n]
+    if counted:
+        blocks += [section("Count changed (instances per step, not speed)", "count-changed"),
+                   Paragraph(inline("These keys run more or fewer instances per step; their "
+                                    "Δ splits into the count effect (Δ instances × base mean) "
+                                    "and the per-instance effect. A count change is never "
+                                    "called slower or faster.")),
+                   _op_table(counted, notes)]
+    reshaped = [op for op in plain if op.status == "reshaped"][: report.top_n]
+    if reshaped:
+        blocks += [section("Reshaped (paired by family only, different shapes)", "reshaped"),
+                   Paragraph(inline("Keys paired by family without equal input shapes: their "
+                                    "totals are compared, never called slower or faster.")),
+                   _op_table(reshaped, notes)]
     quiet = [op for op in plain if op.status == "unchanged"][: report.top_n]
     if quiet:
         blocks += [section(f"Below the bar (not significant, or smaller than {pct})", "below"),
                    Paragraph(inline(code("~"), f": not significant at α = "
-                                    f"{report.thresholds.alpha:g}, or smaller than {pct}.")),
+                                    f"{report.thresholds.alpha:g}; ", code(fmt.BELOW_MARK),
+                                    f": significant, but smaller than {pct} per instance.")),
                    _op_table(quiet, notes)]
     if "top_movers" in charts:
         blocks.append(Chart("top_movers", "Top movers"))
@@ -254,7 +324,11 @@ def _groups(report: Report) -> list[Block]:
                           for link in LINKS
                           if not (fmt.is_missing(getattr(g, f"base_{link}_gbps"))
                                   and fmt.is_missing(getattr(g, f"new_{link}_gbps"))))
-        rows.append((cell(code(fmt.shapes(str(g.group), 24))),
+        name = code(fmt.shapes(str(g.group), 24))
+        if g.base_group and g.new_group and g.base_group != g.new_group:
+            name = inline(code(fmt.shapes(str(g.base_group), 24)), " → ",
+                          code(fmt.shapes(str(g.new_group), 24)), f" ({g.paired_by})")
+        rows.append((cell(name),
                      cell(f"{fmt.count(g.base_ops)} → {fmt.count(g.new_ops)}", sort=g.new_ops),
                      cell(fmt.ms(g.base_elapse_us), sort=g.base_elapse_us),
                      cell(fmt.ms(g.new_elapse_us), sort=g.new_elapse_us),
@@ -369,6 +443,15 @@ def _side_warnings(report: Report) -> list[Block]:
     return [Warnings(lines)] if lines else []
 
 
+def _prominent(report: Report) -> list[Block]:
+    """Caveats that change how far the verdicts can be trusted, right under the verdict."""
+    lines = tuple(inline("⚠ ", n.text) for n in report.notes if n.code in PROMINENT)
+    return [Warnings(lines)] if lines else []
+
+
+PROMINENT = ("shapes-differ",)
+
+
 def _memory(report: Report, charts: Collection[str]) -> list[Block]:
     if report.memory is None:
         return [absent("Device memory", "not recorded in either run (collect with "
@@ -385,7 +468,8 @@ def report_blocks(report: Report, charts: Collection[str] = ()) -> list[Block]:
     blocks: list[Block] = [
         Heading(1, inline(f"cann-diff: {report.base.label} vs {report.new.label}")),
         Paragraph(inline(strong("Verdict:"), " ", report.headline), "verdict")]
-    blocks += _side_warnings(report) + provenance_blocks(report) + _findings(report)
+    blocks += _side_warnings(report) + _prominent(report) + provenance_blocks(report)
+    blocks += _findings(report)
     blocks += _step(report, charts, notes) + _fusion(report) + _communication(report)
     blocks += _operators(report, charts, notes) + _groups(report)
     blocks += _ranks_section(report, charts) + _categories(report)
