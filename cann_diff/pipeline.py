@@ -7,6 +7,7 @@ from functools import partial
 from pathlib import Path
 
 from .compare import Comparison, compare
+from .compare.framework import FrameworkComparison, compare_framework
 from .compare.memory import MemoryComparison, compare_memory, copy_summary, read_memory
 from .findings import SEVERITY_ORDER, Analysis, Finding, analyse
 from .match import match
@@ -38,6 +39,8 @@ class Result:
     analysis: Analysis
     report: Report
     memory: MemoryComparison | None = None
+    framework: FrameworkComparison | None = None  # None: framework_note says why
+    framework_note: str = ""
 
 
 def _longer_label(path: Path, label: str, side: str) -> str:
@@ -108,8 +111,11 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
         memory = replace(memory, warnings=tuple(w for w in memory.warnings
                                                 if "profile_memory=True?" not in w))
     analysis = _with_memory_finding(analyse(comparison, options.fusion_map), memory)
-    extra = {"memory": memory.to_dict() if memory else None}
+    framework, framework_note = compare_framework(base, new, options.settings)
+    extra = {"memory": memory.to_dict() if memory else None,
+             **(framework.to_dict() if framework else {"framework_ops": None}),
+             "framework_note": framework_note or None}
     report = build_report(comparison, analysis, options.top_n, extra)
     if memory and memory.headline:
         report = replace(report, headline=f"{report.headline} {memory.headline}")
-    return Result(comparison, analysis, report, memory)
+    return Result(comparison, analysis, report, memory, framework, framework_note)

@@ -186,6 +186,10 @@ class Run:
     summary: RunSummary
     step_source: str = "step_trace_time"
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    # Kernels per framework operator instance (read/framework.py FRAMEWORK_COLUMNS); None
+    # when the profile links no host op to its kernels, ``framework_note`` then says why.
+    framework: pd.DataFrame | None = None
+    framework_note: str = ""
 
 
 def empty_comm() -> pd.DataFrame:

@@ -23,6 +23,7 @@ from . import cluster_output, msprof_dirs, sqlite_db, torch_text, trace_json
 from .base import RankData
 from .canonical import canonicalize, normalize_distinct, normalize_dtypes, normalize_shapes
 from .derive import concat_frames
+from .framework import combine_framework, reduce_framework
 from .reduce import combine, samples_per_rank, select, summarize
 from .timeline import step_breakdown_from_kernels
 
@@ -145,6 +146,7 @@ def read_and_reduce(read_rank, fusion_map: Path | None, alias_map: Path | None,
             _keep_steps(data, steps)
         if data.steps is None and len(data.ops):
             data.kernel_steps = step_breakdown_from_kernels(data.ops)
+        reduce_framework(data)
         data.summary = summarize(data.ops, data.comm, max_samples)
         data.has_comm = data.comm is not None
         if not keep_rows:
@@ -204,7 +206,7 @@ def select_steps(run: Run, ranges: StepRanges | None) -> Run:
 
     summary = select(summary, keep, _in_ranges(summary.comm["step"], ranges))
     return replace(run, ops=chosen(run.ops), steps=chosen(run.steps), comm=chosen(run.comm),
-                   summary=summary)
+                   summary=summary, framework=chosen(run.framework))
 
 
 def _unread_children(path: Path, sources: list[Path]) -> list[str]:
@@ -327,8 +329,9 @@ def load_run(path: str | Path, label: str | None = None, *, fusion_map: Path | N
                    cann_version=info.get("cann_version"),
                    torch_npu_version=info.get("torch_npu_version"),
                    device=info.get("device"), profiler_level=info.get("profiler_level"))
+    framework, framework_note = combine_framework(datas)
     return Run(label or default_label(path), meta, ops, steps, comm, summary, step_source,
-               tuple(warnings))
+               tuple(warnings), framework, framework_note)
 
 
 def default_label(path: Path) -> str:

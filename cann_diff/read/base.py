@@ -30,9 +30,12 @@ class RankData:
     comm: pd.DataFrame | None = None
     info: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    links: object | None = None  # framework.HostLinks a reader found in its own pass
     # Filled by read_and_reduce, in the worker that read the rank:
     summary: RunSummary | None = None
     kernel_steps: pd.DataFrame | None = None  # breakdown from kernel intervals, when no steps
     outside_steps: int = 0  # kernels left out for lying outside every profiler step
     has_comm: bool = False  # communication detail was read (before ``comm`` may be dropped)
     step_ids: tuple[int, ...] = ()  # step ids the rank had before a step selection
+    framework: pd.DataFrame | None = None  # framework.FRAMEWORK_COLUMNS rows, None: no links
+    framework_note: str = ""  # why ``framework`` is None
