@@ -46,9 +46,9 @@ class Settings:
     # A device-memory peak move of at least this many MB reaches the headline whatever its %.
     memory_headline_mb: float = 1024.0
     # Edits (inserted + removed framework ops) one step may need before its alignment falls
-    # back to pairing k-th instances: Myers' diff costs O((n + m)·D), and two runs of one
-    # model differ by a handful of ops per step.
-    max_align_edits: int = 500
+    # back to pairing k-th instances: Myers' diff costs O((n + m)·D) and D² memory, and two
+    # runs of one model differ by a handful of ops per step.
+    max_align_edits: int = 1000
     # Seconds to wait for a Dask scheduler before calling it unreachable.
     dask_timeout_s: float = 30.0
 

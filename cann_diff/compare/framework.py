@@ -31,11 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from ..read.framework import NO_LINKS, UNLINKED
 from ..schema import Note, Run
 from ..settings import DEFAULT_SETTINGS, Settings
-from .stats import adjust_bh, compare_samples
+from .stats import adjust_bh
 
 FRAMEWORK_OP_FIELDS = ("name", "input_shapes", "base_count", "new_count", "base_device_us",
                        "new_device_us", "delta_us", "status", "base_kernels", "new_kernels")
@@ -88,47 +89,77 @@ def _common_ends(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
     return prefix, int(np.argmax(differ)) if differ.any() else k
 
 
-def _snake(a: np.ndarray, b: np.ndarray, x: int, y: int) -> int:
-    """Furthest x along the diagonal from (x, y) while a[x] == b[y], in numpy chunks."""
-    n, m = len(a), len(b)
-    while x < n and y < m and a[x] == b[y]:
-        k = min(n - x, m - y, 512)
-        differ = a[x:x + k] != b[y:y + k]
-        if differ.any():
-            return x + int(np.argmax(differ))
-        x, y = x + k, y + k
+def _snakes(a: np.ndarray, b: np.ndarray, x: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Furthest x along each diagonal k from x while a[x] == b[x - k] (a, b end in sentinels).
+
+    All diagonals step together a few times (most snakes are short); the few still
+    running then follow their run in numpy chunks.
+    """
+    n, m = len(a) - 1, len(b) - 1
+    x = x.copy()
+    for _ in range(4):
+        y = x - k
+        equal = (a[np.minimum(x, n)] == b[np.clip(y, 0, m)]) & (x < n) & (y >= 0) & (y < m)
+        if not equal.any():
+            return x
+        x += equal
+    for i in np.flatnonzero((a[np.minimum(x, n)] == b[np.clip(x - k, 0, m)]) & (x < n)
+                            & (x - k >= 0) & (x - k < m)):
+        at, diagonal = int(x[i]), int(k[i])
+        while True:
+            run = min(n - at, m - (at - diagonal), 1024)
+            differ = a[at:at + run] != b[at - diagonal:at - diagonal + run]
+            if differ.any() or run == 0:
+                at += int(np.argmax(differ)) if run else 0
+                break
+            at += run
+        x[i] = at
     return x
 
 
 def _myers(a: np.ndarray, b: np.ndarray, max_edits: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """Matched positions of an LCS of ``a`` and ``b`` (Myers 1986); None past ``max_edits``."""
+    """Matched positions of an LCS of ``a`` and ``b`` (Myers 1986); None past ``max_edits``.
+
+    The greedy O((n + m)·D) search, each round of D vectorized over its diagonals.
+    """
     n, m = len(a), len(b)
     if n == 0 or m == 0:
         return (np.zeros(0, np.int64),) * 2 if n + m <= max_edits else None
+    # Every key one side has more of costs an edit each: a bound that rules out, without
+    # the search, pairs of sequences too far apart.
+    size = int(max(a.max(), b.max())) + 1
+    if np.abs(np.bincount(a, minlength=size) - np.bincount(b, minlength=size)).sum() > max_edits:
+        return None
+    a = np.append(a, -1)  # sentinels: never equal to a key or to each other
+    b = np.append(b, -2)
     offset = max_edits + 1
-    furthest = [0] * (2 * max_edits + 3)
+    furthest = np.zeros(2 * max_edits + 3, np.int64)
     history = []
     for d in range(max_edits + 1):
-        history.append(furthest[:])
-        for k in range(-d, d + 1, 2):
-            down = k == -d or (k != d and furthest[offset + k - 1] < furthest[offset + k + 1])
-            x = furthest[offset + k + 1] if down else furthest[offset + k - 1] + 1
-            x = _snake(a, b, x, x - k)
-            furthest[offset + k] = x
-            if x >= n and x - k >= m:
-                return _backtrack(history, offset, n, m)
+        history.append(furthest[offset - d - 1:offset + d + 2].copy())
+        k = np.arange(-d, d + 1, 2)
+        left, right = furthest[offset + k - 1], furthest[offset + k + 1]
+        down = (k == -d) | ((k != d) & (left < right))
+        x = _snakes(a, b, np.where(down, right, left + 1), k)
+        furthest[offset + k] = x
+        if ((x >= n) & (x - k >= m)).any():
+            return _backtrack(history, n, m)
     return None
 
 
-def _backtrack(history: list, offset: int, n: int, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """The diagonal runs (matches) of the edit path that reached (n, m), in order."""
+def _backtrack(history: list, n: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The diagonal runs (matches) of the edit path that reached (n, m), in order.
+
+    ``history[d]`` holds the furthest x of diagonals -d-1 … d+1 before round d.
+    """
     x, y = n, m
     runs = []  # (x, y, length) of each diagonal run, last first
     for d in range(len(history) - 1, 0, -1):
         furthest, k = history[d], x - y
-        down = k == -d or (k != d and furthest[offset + k - 1] < furthest[offset + k + 1])
+        at = k + d + 1  # index of diagonal k in history[d]
+        down = k == -d or (k != d and furthest[at - 1] < furthest[at + 1])
         prev_k = k + 1 if down else k - 1
-        prev_x = furthest[offset + prev_k]
+        prev_x = int(furthest[at + (1 if down else -1)])
         mid_x = prev_x if down else prev_x + 1  # after the edit, before the run
         if x > mid_x:
             runs.append((mid_x, mid_x - k, x - mid_x))
@@ -276,21 +307,32 @@ def _status(base_n: np.ndarray, new_n: np.ndarray, base_count: np.ndarray,
     return status
 
 
-def _samples(inst: pd.DataFrame, n_keys: int, column: str = "key") -> list[np.ndarray]:
-    order = np.argsort(inst[column].to_numpy(), kind="stable")
-    keys = inst[column].to_numpy()[order]
-    values = inst["device_us"].to_numpy()[order]
-    bounds = np.searchsorted(keys, np.arange(n_keys + 1))
-    return [values[bounds[k]:bounds[k + 1]] for k in range(n_keys)]
+def _mann_whitney(samples: pd.DataFrame, n_keys: int, settings: Settings) -> np.ndarray:
+    """BH-adjusted two-sided Mann-Whitney U p per key; NaN where a side has too few instances.
 
-
-def _tests(base: list, new: list, settings: Settings) -> np.ndarray:
-    """BH-adjusted Mann-Whitney p per key where both sides have enough instances; else NaN."""
-    enough = settings.min_ci_instances
-    raw = np.array([compare_samples(b, n, settings.confidence, settings.max_pairs_per_side
-                                    ).p_value if len(b) >= enough and len(n) >= enough
-                    else np.nan for b, n in zip(base, new)], dtype=float)
-    return adjust_bh(raw)
+    ``samples``: ``key``, ``side`` (0 base, 1 new), ``device_us``. All keys at once, from
+    ranks within each key: the normal approximation with tie and continuity corrections
+    (scipy's ``method="asymptotic"``), since a loop of scipy calls over thousands of
+    operator keys would cost more than the rest of the comparison.
+    """
+    key, side = samples["key"].to_numpy(), samples["side"].to_numpy()
+    rank = samples.groupby("key")["device_us"].rank(method="average").to_numpy()
+    n_new = np.bincount(key, weights=side, minlength=n_keys)
+    n_all = np.bincount(key, minlength=n_keys).astype(float)
+    n_base = n_all - n_new
+    rank_base = np.bincount(key, weights=rank * (side == 0), minlength=n_keys)
+    u_base = rank_base - n_base * (n_base + 1) / 2
+    ties = samples.groupby(["key", "device_us"]).size()
+    tie_sum = np.bincount(ties.index.get_level_values(0).to_numpy(),
+                          weights=(ties.to_numpy() ** 3 - ties.to_numpy()).astype(float),
+                          minlength=n_keys)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        variance = n_base * n_new / 12 * ((n_all + 1) - tie_sum / (n_all * (n_all - 1)))
+        centred = u_base - n_base * n_new / 2
+        z = (np.abs(centred) - 0.5).clip(min=0) / np.sqrt(variance)
+    p_value = np.where(variance > 0, np.minimum(2 * stats.norm.sf(z), 1.0), 1.0)
+    enough = (n_base >= settings.min_ci_instances) & (n_new >= settings.min_ci_instances)
+    return adjust_bh(np.where(enough, p_value, np.nan))
 
 
 def _side_totals(inst: pd.DataFrame, keys: pd.Index, column: str,
@@ -315,18 +357,19 @@ def compare_operators(base: pd.DataFrame, new: pd.DataFrame, settings: Settings
                                                  dropna=False)["device_us"].sum().reset_index()
                 for f in (base, new)]
     key_of_unlinked = keys.get_indexer([(UNLINKED, "")])[0]
-    sides = []
-    for inst, extra, frame, units in ((inst_b, unlinked[0], base, units_b),
-                                      (inst_n, unlinked[1], new, units_n)):
+    sides, pooled = [], []
+    for number, (inst, extra, frame, units) in enumerate(((inst_b, unlinked[0], base, units_b),
+                                                         (inst_n, unlinked[1], new, units_n))):
         everything = pd.concat([inst[["key", "device_us"]],
                                 extra.assign(key=key_of_unlinked)[["key", "device_us"]]])
         sides.append((_side_totals(everything, keys, "key", units),
-                      _samples(everything, len(keys)), _kernel_lists(frame, keys, units)))
-    (n_b, count_b, us_b), samples_b, kernels_b = sides[0]
-    (n_n, count_n, us_n), samples_n, kernels_n = sides[1]
+                      _kernel_lists(frame, keys, units)))
+        pooled.append(everything.assign(side=number))
+    (n_b, count_b, us_b), kernels_b = sides[0]
+    (n_n, count_n, us_n), kernels_n = sides[1]
     floor = base["device_us"].sum() / units_b * settings.material_pct / 100
     status = _status(n_b, n_n, count_b, count_n, us_b, us_n,
-                     _tests(samples_b, samples_n, settings), floor, settings)
+                     _mann_whitney(pd.concat(pooled), len(keys), settings), floor, settings)
     table = pd.DataFrame({"name": keys.get_level_values(0), "input_shapes":
                           keys.get_level_values(1), "base_count": count_b, "new_count": count_n,
                           "base_device_us": us_b, "new_device_us": us_n,
@@ -347,15 +390,15 @@ def compare_modules(base: pd.DataFrame, new: pd.DataFrame, settings: Settings
         for f in linked]
     names = pd.Index(sorted(set(inst[0]["module"].astype(str)) | set(inst[1]["module"]
                                                                      .astype(str))))
-    totals, samples = [], []
-    for side, frame in zip(inst, (base, new)):
-        side = side.assign(key=names.get_indexer(side["module"].astype(str)))
+    totals, pooled = [], []
+    for number, (side, frame) in enumerate(zip(inst, (base, new))):
+        side = side.assign(key=names.get_indexer(side["module"].astype(str)), side=number)
         totals.append(_side_totals(side, names, "key", _units(frame)))
-        samples.append(_samples(side, len(names)))
+        pooled.append(side[["key", "side", "device_us"]])
     (n_b, count_b, us_b), (n_n, count_n, us_n) = totals
     floor = base["device_us"].sum() / _units(base) * settings.material_pct / 100
     status = _status(n_b, n_n, count_b, count_n, us_b, us_n,
-                     _tests(samples[0], samples[1], settings), floor, settings)
+                     _mann_whitney(pd.concat(pooled), len(names), settings), floor, settings)
     table = pd.DataFrame({"module": [m or NO_MODULE for m in names], "base_count": count_b,
                           "new_count": count_n, "base_device_us": us_b, "new_device_us": us_n,
                           "delta_us": us_n - us_b, "status": status})

@@ -45,6 +45,7 @@ from .trace_events import DEVICE_PROCESSES, TraceScan, _key, scan_trace, ts_to_n
 
 TRACE = "trace_view.json"
 FLOW_CATS = {"async_npu", "ac2g"}  # host launch -> device kernel (torch_npu, Kineto)
+HOST_SIDE = FLOW_CATS | {"cpu_op", "python_function"}
 MODULE_PREFIX = "nn.Module: "
 UNLINKED = "(no framework op)"  # kernels no link reaches: kept so that totals add up
 BACKWARD = " (backward)"
@@ -95,19 +96,22 @@ class LinkScan(TraceScan):
     """
 
     kernels: bool = True
-    op_thread: list = field(default_factory=list)
+    op_pid: list = field(default_factory=list)  # pid and tid apart: tuples would be
+    op_tid: list = field(default_factory=list)  # objects the garbage collector tracks
     op_ts: list = field(default_factory=list)
     op_dur: list = field(default_factory=list)
     op_name: list = field(default_factory=list)
     op_dims: list = field(default_factory=list)
     op_seq: list = field(default_factory=list)
     op_fwd: list = field(default_factory=list)
-    mod_thread: list = field(default_factory=list)
+    mod_pid: list = field(default_factory=list)
+    mod_tid: list = field(default_factory=list)
     mod_ts: list = field(default_factory=list)
     mod_dur: list = field(default_factory=list)
     mod_name: list = field(default_factory=list)
     start_id: list = field(default_factory=list)
-    start_thread: list = field(default_factory=list)
+    start_pid: list = field(default_factory=list)
+    start_tid: list = field(default_factory=list)
     start_ts: list = field(default_factory=list)
     end_id: list = field(default_factory=list)
     end_ts: list = field(default_factory=list)
@@ -119,89 +123,79 @@ class LinkScan(TraceScan):
             return
         keep = self._keep_host
         for event in events:
-            keep(event)
+            if event.__class__ is dict and event.get("cat") in HOST_SIDE:
+                keep(event)
 
     def _tapped(self, events):
         keep = self._keep_host
         for event in events:
-            keep(event)
+            if event.__class__ is dict and event.get("cat") in HOST_SIDE:
+                keep(event)
             yield event
 
     def _keep_host(self, event) -> None:
-        if event.__class__ is not dict:
+        cat, ts = event.get("cat"), event.get("ts")
+        if ts is None:
             return
-        cat = event.get("cat")
-        if cat == "cpu_op":
-            if event.get("ph") == "X":
-                self._keep_op(event)
-        elif cat in FLOW_CATS:
-            ph, ts = event.get("ph"), event.get("ts")
-            if ts is None:
-                return
-            ts = ts if ts.__class__ is str else str(ts)
+        ph = event.get("ph")
+        if cat in FLOW_CATS:
             if ph == "s":
-                self.start_id.append(_key(event.get("id")))
-                self.start_thread.append((_key(event.get("pid")), _key(event.get("tid"))))
+                self.start_id.append(event.get("id"))
+                self.start_pid.append(event.get("pid"))
+                self.start_tid.append(event.get("tid"))
                 self.start_ts.append(ts)
             elif ph == "f":
-                self.end_id.append(_key(event.get("id")))
+                self.end_id.append(event.get("id"))
                 self.end_ts.append(ts)
-        elif cat == "python_function" and event.get("ph") == "X":
-            name = event.get("name")
-            if name.__class__ is str and name.startswith(MODULE_PREFIX):
-                self._keep_span(event, self.mod_thread, self.mod_ts, self.mod_dur)
-                self.mod_name.append(name[len(MODULE_PREFIX):])
-
-    def _keep_op(self, event: dict) -> None:
+            return
         name = event.get("name")
-        args = event.get("args")
-        args = args if args.__class__ is dict else {}
-        seq = args.get("Sequence number")
-        seq = seq if seq.__class__ is int else -1
-        if name.__class__ is not str or ("::" not in name and seq < 0):
+        if ph != "X" or name.__class__ is not str:
             return
-        if not self._keep_span(event, self.op_thread, self.op_ts, self.op_dur):
-            return
-        self.op_name.append(name)
-        self.op_dims.append(args.get("Input Dims"))
-        self.op_seq.append(seq)
-        fwd = args.get("Fwd thread id")
-        self.op_fwd.append(fwd if fwd.__class__ is int else 0)
-
-    @staticmethod
-    def _keep_span(event: dict, thread: list, ts_list: list, dur_list: list) -> bool:
-        ts = event.get("ts")
-        if ts is None:
-            return False
-        thread.append((_key(event.get("pid")), _key(event.get("tid"))))
-        ts_list.append(ts if ts.__class__ is str else str(ts))
-        dur_list.append(event.get("dur"))
-        return True
+        if cat == "cpu_op":
+            if "::" not in name and "Backward" not in name:
+                return  # a launch record: its flow is what counts (autograd nodes are
+            args = event.get("args")  # named ``…Backward<n>`` and carry a sequence number)
+            args = args if args.__class__ is dict else {}
+            seq = args.get("Sequence number")
+            seq = seq if seq.__class__ is int else -1
+            if "::" not in name and seq < 0:
+                return
+            self.op_pid.append(event.get("pid"))
+            self.op_tid.append(event.get("tid"))
+            self.op_ts.append(ts)
+            self.op_dur.append(event.get("dur"))
+            self.op_name.append(name)
+            self.op_dims.append(args.get("Input Dims"))
+            self.op_seq.append(seq)
+            fwd = args.get("Fwd thread id")
+            self.op_fwd.append(fwd if fwd.__class__ is int else 0)
+        elif name.startswith(MODULE_PREFIX):
+            self.mod_pid.append(event.get("pid"))
+            self.mod_tid.append(event.get("tid"))
+            self.mod_ts.append(ts)
+            self.mod_dur.append(event.get("dur"))
+            self.mod_name.append(name[len(MODULE_PREFIX):])
 
     def host_links(self) -> HostLinks | None:
         """The host side as HostLinks (threads as codes, times in ns); None without flows."""
         if not self.start_id or not self.end_id:
             return None
-        codes: dict = {}
-
-        def thread_codes(keys: list) -> np.ndarray:
-            return np.fromiter((codes.setdefault(k, len(codes)) for k in keys),
-                               dtype=np.int64, count=len(keys))
-
+        threads = _ThreadCodes()
         shift = self._kineto_base()
-        starts = pd.DataFrame({"id": pd.Series(self.start_id, dtype="object"),
-                               "thread": thread_codes(self.start_thread),
-                               "launch_ns": ts_to_ns(self.start_ts, self.path) + shift})
-        ends = pd.DataFrame({"id": pd.Series(self.end_id, dtype="object"),
-                             "device_ns": ts_to_ns(self.end_ts, self.path) + shift})
+        starts = pd.DataFrame({"id": _keys(self.start_id),
+                               "thread": threads(self.start_pid, self.start_tid),
+                               "launch_ns": ts_to_ns(_text(self.start_ts), self.path) + shift})
+        ends = pd.DataFrame({"id": _keys(self.end_id),
+                             "device_ns": ts_to_ns(_text(self.end_ts), self.path) + shift})
         links = starts.drop_duplicates("id").merge(ends.drop_duplicates("id"), on="id")
-        ops = _spans(thread_codes(self.op_thread), self.op_ts, self.op_dur, self.path, shift)
+        ops = _spans(threads(self.op_pid, self.op_tid), self.op_ts, self.op_dur, self.path,
+                     shift)
         ops["name"] = pd.Categorical(self.op_name)
         ops["input_shapes"] = normalize_distinct(_dims_text(self.op_dims), _clean_shapes)
         ops["seq"] = np.asarray(self.op_seq, dtype=np.int64)
         ops["forward"] = np.asarray(self.op_fwd, dtype=np.int64) == 0
-        modules = _spans(thread_codes(self.mod_thread), self.mod_ts, self.mod_dur, self.path,
-                         shift)
+        modules = _spans(threads(self.mod_pid, self.mod_tid), self.mod_ts, self.mod_dur,
+                         self.path, shift)
         modules["name"] = pd.Categorical(self.mod_name)
         return HostLinks(ops, modules, links[["device_ns", "thread", "launch_ns"]])
 
@@ -212,8 +206,45 @@ class LinkScan(TraceScan):
         return int(self.top.get("baseTimeNanoseconds", 0) or 0)
 
 
+def _keys(values: list) -> pd.Series:
+    """Ids/pids/tids as hashable keys (ints or strings; anything else by its text)."""
+    series = pd.Series(values)
+    if series.dtype != object:  # all ints (the usual case): no per-value look
+        return series
+    odd = ~series.map(lambda v: v.__class__ in (int, str) or v is None)
+    if odd.any():
+        series[odd] = series[odd].map(_key)
+    return series
+
+
+def _text(values: list) -> list:
+    """Timestamps as text (torch_npu writes strings, Kineto numbers)."""
+    if all(v.__class__ is str for v in values[:1000]) and \
+            all(v.__class__ is str for v in values[-1000:]):
+        return values
+    return [v if v.__class__ is str else str(v) for v in values]
+
+
+class _ThreadCodes:
+    """One integer per (pid, tid), shared by every table of one trace."""
+
+    def __init__(self):
+        self.codes: dict = {}
+
+    def __call__(self, pids: list, tids: list) -> np.ndarray:
+        if not pids:
+            return np.zeros(0, np.int64)
+        pid_code, pid_values = pd.factorize(_keys(pids))
+        tid_code, tid_values = pd.factorize(_keys(tids))
+        local, distinct = pd.factorize(pid_code * len(tid_values) + tid_code)
+        pairs = zip(pid_values[distinct // len(tid_values)], tid_values[distinct % len(tid_values)])
+        known = np.array([self.codes.setdefault(pair, len(self.codes)) for pair in pairs],
+                         dtype=np.int64)
+        return known[local]
+
+
 def _spans(thread: np.ndarray, ts: list, dur: list, path: Path, shift: int) -> pd.DataFrame:
-    start = ts_to_ns(ts, path) + shift
+    start = ts_to_ns(_text(ts), path) + shift
     try:
         length = np.nan_to_num(np.asarray(dur, dtype=float), nan=0.0)
     except (TypeError, ValueError):
