@@ -19,8 +19,12 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from cann_diff.compare.framework import FRAMEWORK_OP_FIELDS, _mann_whitney, align, \
-    compare_framework
+from cann_diff.compare.framework import (
+    FRAMEWORK_OP_FIELDS,
+    _mann_whitney,
+    align,
+    compare_framework,
+)
 from cann_diff.pipeline import diff
 from cann_diff.read import load_run
 from cann_diff.read.framework import UNLINKED, Nesting
