@@ -19,7 +19,8 @@ sequence with faster matmuls and extra AllReduces) and cached under
 For each input ``cann_diff.pipeline.diff`` runs in a fresh subprocess (timed inside it, no
 interpreter start), alternately with the framework level switched off (the reader's
 LinkScan replaced by a plain TraceScan, no attribution, no comparison) and on. Printed:
-median seconds of each, the ratio framework/kernel, and the framework table's size.
+median wall and CPU seconds of each (CPU time is steadier on a shared machine), the
+ratios framework/kernel, and the framework table's size.
 """
 
 from __future__ import annotations
@@ -38,8 +39,15 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 CHILD = r"""
-import json, sys, time
+import json, resource, sys, time
 mode, base, new = sys.argv[1:4]
+
+
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 if mode == "kernel":  # the framework level switched off, everything else as shipped
     import cann_diff.pipeline as pipeline
     import cann_diff.read as read
@@ -58,11 +66,12 @@ if mode == "kernel":  # the framework level switched off, everything else as shi
     read.combine_framework = lambda datas: (None, "off")
     pipeline.compare_framework = lambda base, new, settings: (None, "off")
 from cann_diff.pipeline import diff
-began = time.perf_counter()
+began, began_cpu = time.perf_counter(), cpu()
 result = diff(base, new)
-seconds = time.perf_counter() - began
+seconds, cpu_seconds = time.perf_counter() - began, cpu() - began_cpu
 ops = result.framework.operators if result.framework is not None else None
-print(json.dumps({"seconds": seconds, "kernels": result.comparison.base.summary.kernels,
+print(json.dumps({"seconds": seconds, "cpu": cpu_seconds,
+                  "kernels": result.comparison.base.summary.kernels,
                   "framework_ops": None if ops is None else len(ops),
                   "changed": None if ops is None else int((ops["status"] != "unchanged").sum()),
                   "notes": [] if result.framework is None else
@@ -107,15 +116,21 @@ def run(mode: str, base: Path, new: Path) -> dict:
 
 def measure(name: str, pair: Path, repeat: int) -> dict:
     times = {"kernel": [], "framework": []}
+    cpu = {"kernel": [], "framework": []}
     last = {}
     for i in range(repeat):
         for mode in ("kernel", "framework"):
             last[mode] = run(mode, pair / "base", pair / "new")
             times[mode].append(last[mode]["seconds"])
-            print(f"  {name} {mode} run {i + 1}: {last[mode]['seconds']:.2f} s", file=sys.stderr)
+            cpu[mode].append(last[mode]["cpu"])
+            print(f"  {name} {mode} run {i + 1}: {last[mode]['seconds']:.2f} s wall, "
+                  f"{last[mode]['cpu']:.2f} s CPU", file=sys.stderr)
     kernel, framework = (statistics.median(times[m]) for m in ("kernel", "framework"))
+    kernel_cpu, framework_cpu = (statistics.median(cpu[m]) for m in ("kernel", "framework"))
     return {"input": name, "kernels_per_side": last["kernel"]["kernels"],
             "kernel_s": kernel, "framework_s": framework, "ratio": framework / kernel,
+            "kernel_cpu_s": kernel_cpu, "framework_cpu_s": framework_cpu,
+            "cpu_ratio": framework_cpu / kernel_cpu,
             "kernel_all_s": [round(t, 2) for t in times["kernel"]],
             "framework_all_s": [round(t, 2) for t in times["framework"]],
             "framework_ops": last["framework"]["framework_ops"],
@@ -134,11 +149,13 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     pair = ensure_pair(int(args.rows), args.data_dir)
     results = [measure(name, pair / name, args.repeat) for name in args.inputs.split(",")]
-    print("| input | kernels/side | kernel level s | + framework s | ratio | framework ops |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| input | kernels/side | kernel level s | + framework s | ratio | CPU s: kernel "
+          "| + framework | CPU ratio | framework ops |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         print(f"| {r['input']} | {r['kernels_per_side']:,} | {r['kernel_s']:.2f} | "
-              f"{r['framework_s']:.2f} | {r['ratio']:.2f} | {r['framework_ops']:,} |")
+              f"{r['framework_s']:.2f} | {r['ratio']:.2f} | {r['kernel_cpu_s']:.2f} | "
+              f"{r['framework_cpu_s']:.2f} | {r['cpu_ratio']:.2f} | {r['framework_ops']:,} |")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -28,8 +28,11 @@ so both sides have exactly ``--rows`` rows).
 kernels (``Ascend Hardware`` / ``HCCL`` events) and their host side: one framework op
 (``aten::mm``, ``npu::npu_fusion_attention``, ``c10d::allreduce_``…, with ``Input Dims``)
 per kernel or per two kernels, a torch_npu launch record under it, and the
-``torch_to_npu`` flow pair (cat ``async_npu``) from the launch to the kernel, as
-torch_npu writes them (FORMATS.md §3.3). ``--trace only`` writes the trace without
+``torch_to_npu`` flow pair (cat ``async_npu``) from the launch to the kernel, and what
+torch_npu writes around each launch besides: the task-queue hop (``Enqueue``/``Dequeue@…``
+with their ``async_task_queue`` flow), the ``AscendCL@…`` call of the CANN process and its
+``HostToDevice`` flow (FORMATS.md §3.3) — 12 events per kernel, where the real Level1
+sample (msinsight text/level1, with_stack) has 53. ``--trace only`` writes the trace without
 kernel_details.csv (a trace-only export: the kernel level then streams the trace).
 
 Everything is vectorized: columns are numpy arrays, rendered to text and joined into
@@ -435,7 +438,8 @@ def profiler_info(rank: int, variant: str) -> dict:
 
 # ---------------------------------------------------------------- trace_view.json
 
-PY_PID, HW_PID, HCCL_PID, MAIN_TID = 3096504, 3170820512, 3170820576, 3096504
+PY_PID, HW_PID, HCCL_PID, CANN_PID = 3096504, 3170820512, 3170820576, 3170820320
+MAIN_TID, QUEUE_TID = 3096504, 3099702  # the Python thread and torch_npu's dequeue thread
 STREAM = 2
 FRAMEWORK_OP = {  # kernel type -> the framework operator that launches it
     "MatMulV3": "aten::mm", "GroupedMatmul": "npu::npu_grouped_matmul",
@@ -501,13 +505,36 @@ def trace_lines(cat: Catalog, k: dict[str, np.ndarray], op: np.ndarray, rank: in
                            '{"ph": "s", "bp": "e", "name": "torch_to_npu", "id": ', kid,
                            f', "pid": {PY_PID}, "tid": {MAIN_TID}, "ts": "', ts_launch,
                            '", "cat": "async_npu"},\n'])
+    # What torch_npu writes around each launch besides (the kernel level parses it too):
+    # the task-queue hop to the dequeue thread, the CANN API call, its HostToDevice flow.
+    corr, ts_queue = _s(np.arange(lo, hi) + 8226), _fixed(launch + 20_000)
+    queue = _event(['{"ph": "X", "name": "Enqueue", "pid": ', str(PY_PID), ', "tid": ',
+                    str(MAIN_TID), ', "ts": "', ts_launch, '", "dur": 0.05, "cat": "enqueue", '
+                    '"args": {"correlation_id": ', corr, '}},\n{"ph": "s", "bp": "e", "name": '
+                    '"enqueue_to_dequeue", "id": ', corr, f', "pid": {PY_PID}, "tid": '
+                    f'{MAIN_TID}, "ts": "', ts_launch, '", "cat": "async_task_queue"},\n'
+                    '{"ph": "X", "name": "Dequeue@', api, f'", "pid": {PY_PID}, "tid": '
+                    f'{QUEUE_TID}, "ts": "', ts_queue, '", "dur": 30.0, "cat": "dequeue", '
+                    '"args": {"correlation_id": ', corr, '}},\n{"ph": "f", "bp": "e", "name": '
+                    '"enqueue_to_dequeue", "id": ', corr, f', "pid": {PY_PID}, "tid": '
+                    f'{QUEUE_TID}, "ts": "', ts_queue, '", "cat": "async_task_queue"},\n'
+                    '{"name": "AscendCL@', api, f'", "pid": {CANN_PID}, "tid": {QUEUE_TID}, '
+                    '"ts": "', ts_queue, '", "dur": 20.0, "args": {"Thread Id": ',
+                    str(QUEUE_TID), ', "Mode": "ACL_OP", "level": "acl", "id": "', api,
+                    '", "item_id": "0", "connection_id": ', corr, '}, "ph": "X"},\n'
+                    '{"name": "HostToDevice', corr, '", "ph": "s", "cat": "HostToDevice", '
+                    '"id": "', corr, f'", "pid": {CANN_PID}, "tid": {QUEUE_TID}, "ts": "',
+                    ts_queue, '"},\n'])
     name = pc.if_else(pa.array(comm),
                       _join([_s(ctype), str(586 + rank), _s(comm_seq[lo:hi]), "1"], "_"),
                       _take(cat.name, key))
     pid = np.where(comm, HCCL_PID, HW_PID)
     tid = np.where(comm, 0, STREAM)
     task = pc.if_else(pa.array(comm), "COMMUNICATION", _take(cat.core, key))
-    device = _event(['{"ph": "f", "bp": "e", "name": "torch_to_npu", "id": ', kid,
+    device = _event(['{"name": "HostToDevice', corr, '", "ph": "f", "id": "', corr,
+                     '", "ts": "', ts_kernel, '", "cat": "HostToDevice", "pid": ', _s(pid),
+                     ', "tid": ', _s(tid), ', "bp": "e"},\n'
+                     '{"ph": "f", "bp": "e", "name": "torch_to_npu", "id": ', kid,
                      ', "pid": ', _s(pid), ', "tid": ', _s(tid), ', "ts": "', ts_kernel,
                      '", "cat": "async_npu"},\n{"name": "', name, '", "pid": ', _s(pid),
                      ', "tid": ', _s(tid), ', "ts": "', ts_kernel, '", "dur": ',
@@ -517,7 +544,7 @@ def trace_lines(cat: Catalog, k: dict[str, np.ndarray], op: np.ndarray, rank: in
                      '"Subtask Id": 4294967295, "connection_id": ', _s(np.arange(lo, hi)),
                      '}, "ph": "X"},\n'])
     empty = pa.array([""] * (hi - lo))
-    return _event([pc.if_else(pa.array(first), op_event, empty), launch_event, device])
+    return _event([pc.if_else(pa.array(first), op_event, empty), launch_event, queue, device])
 
 
 def trace_tail(k: dict[str, np.ndarray]) -> str:
@@ -530,7 +557,8 @@ def trace_tail(k: dict[str, np.ndarray]) -> str:
         events.append(f'{{"ph": "X", "name": "ProfilerStep#{s}", "pid": {PY_PID}, "tid": '
                       f'{MAIN_TID}, "ts": "{begin // 1000}.{begin % 1000:03d}", "dur": '
                       f'{(end - begin) / 1000:.3f}, "cat": "cpu_op", "args": {{}}}}')
-    for pid, name in ((PY_PID, "Python"), (HW_PID, "Ascend Hardware"), (HCCL_PID, "HCCL")):
+    for pid, name in ((PY_PID, "Python"), (HW_PID, "Ascend Hardware"), (HCCL_PID, "HCCL"),
+                      (CANN_PID, "CANN")):
         events.append(f'{{"name": "process_name", "pid": {pid}, "tid": 0, '
                       f'"args": {{"name": "{name}"}}, "ph": "M"}}')
     events.append(f'{{"name": "thread_name", "pid": {HW_PID}, "tid": {STREAM}, '
