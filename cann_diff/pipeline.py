@@ -111,9 +111,11 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
         memory = replace(memory, warnings=tuple(w for w in memory.warnings
                                                 if "profile_memory=True?" not in w))
     analysis = _with_memory_finding(analyse(comparison, options.fusion_map), memory)
+    progress("comparing framework operators")
     framework, framework_note = compare_framework(base, new, options.settings)
     extra = {"memory": memory.to_dict() if memory else None,
-             **(framework.to_dict() if framework else {"framework_ops": None}),
+             **(framework.to_dict() if framework else
+                {"framework_ops": None, "framework_modules": None, "framework_notes": []}),
              "framework_note": framework_note or None}
     report = build_report(comparison, analysis, options.top_n, extra)
     if memory and memory.headline:

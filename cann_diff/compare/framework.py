@@ -11,7 +11,8 @@ cut off vectorized, and the middle may need at most ``Settings.max_align_edits``
 beyond that the unit pairs the k-th instance of every key instead (``cumcount``, as
 match.py pairs repeats) and a note says so.
 
-Figures are per step and per rank, µs (as the kernel level's). Status per operator
+Figures are per step and per rank, µs (as the kernel level's); kernels no link reaches
+form one more row, ``(no framework op)``, so that the table adds up. Status per operator
 (name, input_shapes), kept deliberately simple:
 
 * ``added`` / ``removed``: instances on one side only;
@@ -429,7 +430,8 @@ def compare_framework(base: Run, new: Run, settings: Settings = DEFAULT_SETTINGS
     for run in (base, new):
         if run.framework is None:
             reason = run.framework_note or f"no host→device links: {NO_LINKS}"
-            return None, f"{run.label}: {reason}"
+            return None, reason if reason.startswith(f"{run.label}:") else \
+                f"{run.label}: {reason}"
     operators, instances, notes = compare_operators(base.framework, new.framework, settings)
     modules = compare_modules(base.framework, new.framework, settings)
     notes += [n for run in (base, new) for n in ([run.framework_note] if run.framework_note
