@@ -200,16 +200,26 @@ def align(a: np.ndarray, b: np.ndarray, max_edits: int) -> tuple[np.ndarray, np.
 
 # ---------------------------------------------------------------- instances
 
-def _instances(frame: pd.DataFrame, keys: pd.Index) -> pd.DataFrame:
+def key_ids(frame: pd.DataFrame, keys: pd.MultiIndex) -> np.ndarray:
+    """Row of ``keys`` (name, input_shapes) of every row, looked up per distinct pair only."""
+    names, shapes = frame["name"].astype("category"), frame["input_shapes"].astype("category")
+    width = len(shapes.cat.categories) + 1
+    pair, distinct = pd.factorize(names.cat.codes.to_numpy(np.int64) * width
+                                  + shapes.cat.codes.to_numpy(np.int64))
+    text = pd.MultiIndex.from_arrays([
+        np.asarray(names.cat.categories.astype(str))[distinct // width],
+        np.asarray(shapes.cat.categories.astype(str))[distinct % width]])
+    return keys.get_indexer(text)[pair] if len(frame) else np.zeros(0, np.int64)
+
+
+def _instances(frame: pd.DataFrame, keys: pd.MultiIndex) -> pd.DataFrame:
     """One row per linked op instance: rank, step, order, key id, module, device µs."""
-    linked = frame[frame["name"] != UNLINKED]
+    linked = frame[(frame["name"] != UNLINKED).to_numpy()]
     grouped = linked.groupby(["rank", "step", "order"], observed=True, sort=True, dropna=False)
     inst = grouped.agg(name=("name", "first"), input_shapes=("input_shapes", "first"),
                        module=("module", "first"), device_us=("device_us", "sum"))
     inst = inst.reset_index()
-    for column in ("name", "input_shapes", "module"):
-        inst[column] = inst[column].astype(str)
-    inst["key"] = keys.get_indexer(pd.MultiIndex.from_frame(inst[["name", "input_shapes"]]))
+    inst["key"] = key_ids(inst, keys)
     return inst
 
 
@@ -281,8 +291,7 @@ def _kernel_lists(frame: pd.DataFrame, keys: pd.Index, units: int) -> list:
     table = grouped.agg(count=("kernels", "sum"), device_us=("device_us", "sum")).reset_index()
     table = table.sort_values(["device_us", "kernel_type"], ascending=[False, True],
                               kind="mergesort")
-    table["key"] = keys.get_indexer(pd.MultiIndex.from_frame(
-        table[["name", "input_shapes"]].astype(str)))
+    table["key"] = key_ids(table, keys)
     lists: list = [[] for _ in range(len(keys))]
     for key, kind, count, device_us in zip(table["key"], table["kernel_type"].astype(str),
                                            table["count"], table["device_us"]):
@@ -347,7 +356,8 @@ def _side_totals(inst: pd.DataFrame, keys: pd.Index, column: str,
 def compare_operators(base: pd.DataFrame, new: pd.DataFrame, settings: Settings
                       ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """The per-operator table (FRAMEWORK_OP_FIELDS), the aligned instances, notes."""
-    pairs = pd.concat([f[["name", "input_shapes"]].astype(str) for f in (base, new)])
+    pairs = pd.concat([f[["name", "input_shapes"]].drop_duplicates().astype(str)
+                       for f in (base, new)])
     keys = pd.MultiIndex.from_frame(pairs.drop_duplicates().sort_values(["name",
                                                                           "input_shapes"]))
     inst_b, inst_n = _instances(base, keys), _instances(new, keys)

@@ -36,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..errors import SchemaError
 from . import sqlite_db, torch_text
@@ -184,9 +186,9 @@ class LinkScan(TraceScan):
         shift = self._kineto_base()
         starts = pd.DataFrame({"id": _keys(self.start_id),
                                "thread": threads(self.start_pid, self.start_tid),
-                               "launch_ns": ts_to_ns(_text(self.start_ts), self.path) + shift})
+                               "launch_ns": _ns(self.start_ts, self.path) + shift})
         ends = pd.DataFrame({"id": _keys(self.end_id),
-                             "device_ns": ts_to_ns(_text(self.end_ts), self.path) + shift})
+                             "device_ns": _ns(self.end_ts, self.path) + shift})
         links = starts.drop_duplicates("id").merge(ends.drop_duplicates("id"), on="id")
         ops = _spans(threads(self.op_pid, self.op_tid), self.op_ts, self.op_dur, self.path,
                      shift)
@@ -217,6 +219,23 @@ def _keys(values: list) -> pd.Series:
     return series
 
 
+def _ns(values: list, path: Path) -> np.ndarray:
+    """µs timestamps -> int64 ns; torch_npu's exact form (3 decimals) by dropping the point.
+
+    That form is most of a trace's events and is exact as text, so it needs no regex;
+    anything else goes through trace_events.ts_to_ns.
+    """
+    try:
+        text = pa.array(values, type=pa.string())
+        point = pc.find_substring(text, ".")
+        if text.null_count == 0 and pc.all(pc.equal(
+                point, pc.subtract(pc.utf8_length(text), 4))).as_py() in (True, None):
+            return pc.cast(pc.replace_substring(text, ".", ""), pa.int64()).to_numpy()
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass
+    return ts_to_ns(_text(values), path)
+
+
 def _text(values: list) -> list:
     """Timestamps as text (torch_npu writes strings, Kineto numbers)."""
     if all(v.__class__ is str for v in values[:1000]) and \
@@ -244,7 +263,7 @@ class _ThreadCodes:
 
 
 def _spans(thread: np.ndarray, ts: list, dur: list, path: Path, shift: int) -> pd.DataFrame:
-    start = ts_to_ns(_text(ts), path) + shift
+    start = _ns(ts, path) + shift
     try:
         length = np.nan_to_num(np.asarray(dur, dtype=float), nan=0.0)
     except (TypeError, ValueError):
