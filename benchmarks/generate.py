@@ -24,6 +24,17 @@ The new side differs slightly: MatMul / FlashAttention / GroupedMatmul kernels a
 5 % faster and about 10 % more AllReduce collectives run (in place of other kernels,
 so both sides have exactly ``--rows`` rows).
 
+``--trace beside`` also writes ASCEND_PROFILER_OUTPUT/trace_view.json with the same
+kernels (``Ascend Hardware`` / ``HCCL`` events) and their host side: one framework op
+(``aten::mm``, ``npu::npu_fusion_attention``, ``c10d::allreduce_``…, with ``Input Dims``)
+per kernel or per two kernels, a torch_npu launch record under it, and the
+``torch_to_npu`` flow pair (cat ``async_npu``) from the launch to the kernel, and what
+torch_npu writes around each launch besides: the task-queue hop (``Enqueue``/``Dequeue@…``
+with their ``async_task_queue`` flow), the ``AscendCL@…`` call of the CANN process and its
+``HostToDevice`` flow (FORMATS.md §3.3) — 12 events per kernel, where the real Level1
+sample (msinsight text/level1, with_stack) has 53. ``--trace only`` writes the trace without
+kernel_details.csv (a trace-only export: the kernel level then streams the trace).
+
 Everything is vectorized: columns are numpy arrays, rendered to text and joined into
 CSV lines with pyarrow.compute, and written in chunks — no Python loop per row
 (only communication.json, 2 % of the rows, is formatted by a list comprehension).
@@ -424,8 +435,154 @@ def profiler_info(rank: int, variant: str) -> dict:
     return info
 
 
+
+# ---------------------------------------------------------------- trace_view.json
+
+PY_PID, HW_PID, HCCL_PID, CANN_PID = 3096504, 3170820512, 3170820576, 3170820320
+MAIN_TID, QUEUE_TID = 3096504, 3099702  # the Python thread and torch_npu's dequeue thread
+STREAM = 2
+FRAMEWORK_OP = {  # kernel type -> the framework operator that launches it
+    "MatMulV3": "aten::mm", "GroupedMatmul": "npu::npu_grouped_matmul",
+    "FlashAttentionScore": "npu::npu_fusion_attention",
+    "FlashAttentionScoreGrad": "npu::npu_fusion_attention_grad",
+    "RmsNorm": "npu::npu_rms_norm", "RmsNormGrad": "npu::npu_rms_norm_backward",
+    "SwiGlu": "npu::npu_swiglu", "SwiGluGrad": "npu::npu_swiglu_backward",
+    "Add": "aten::add", "Mul": "aten::mul", "Muls": "aten::mul", "Cast": "npu::npu_dtype_cast",
+    "TensorMove": "aten::copy_", "ZerosLike": "aten::zero_",
+    "RotaryPositionEmbedding": "npu::npu_rotary_mul", "Transpose": "aten::contiguous",
+    "ConcatD": "aten::cat", "SoftmaxCrossEntropyWithLogits": "aten::cross_entropy_loss",
+    "GatherV2": "aten::embedding", "ForeachMulScalar": "aten::_foreach_mul_",
+    "Range": "aten::arange"}
+C10D = {"hcom_allReduce_": "c10d::allreduce_", "hcom_allGather_": "c10d::allgather_",
+        "hcom_reduceScatter_": "c10d::reduce_scatter_", "hcom_broadcast_": "c10d::broadcast_"}
+LAUNCH_LAG_NS = 100_000  # host launch runs 100 µs ahead of the device
+
+
+def framework_ops(k: dict[str, np.ndarray]) -> np.ndarray:
+    """Op id of every kernel: a new op per kernel, but every 4th compute kernel joins the op
+    before it (one framework op launching two kernels, as conv backward launches several)."""
+    i = np.arange(len(k["key"]))
+    joins = (i % 4 == 1) & ~k["comm"] & ~np.r_[True, k["comm"][:-1]] & \
+        (k["step"] == np.r_[-1, k["step"][:-1]])
+    return np.cumsum(~joins) - 1
+
+
+def _event(fields: list) -> pa.Array:
+    return pc.binary_join_element_wise(*fields, "")
+
+
+def trace_lines(cat: Catalog, k: dict[str, np.ndarray], op: np.ndarray, rank: int,
+                lo: int, hi: int, comm_seq: np.ndarray) -> pa.Array:
+    """Trace events of kernels [lo, hi): host op (first kernel of an op), launch, flows, kernel."""
+    key, comm = k["key"][lo:hi], k["comm"][lo:hi]
+    start = k["start_ns"][lo:hi]
+    ops = op[lo:hi]
+    first = ops != np.r_[op[lo - 1] if lo else -1, ops[:-1]]
+    first_kernel = np.searchsorted(op, ops)  # global row of each op's first kernel
+    position = np.arange(lo, hi) - first_kernel  # kernel's place in its op
+    op_start = k["start_ns"][first_kernel] - LAUNCH_LAG_NS  # the op starts with its launch
+    launch = op_start + 50 + position * 200
+    kernels_in_op = np.bincount(op[lo:hi] - op[lo], minlength=int(ops[-1] - op[lo]) + 1)
+    span = 200 * kernels_in_op[ops - op[lo]] + 100
+    ctype = np.array(COMM_TYPES)[k["comm_type"][lo:hi]]
+    aten = np.where(comm, np.vectorize(C10D.get)(ctype),
+                    np.vectorize(FRAMEWORK_OP.get)(cat.type[key]))
+    dims = np.char.replace(cat.in_shapes[key], ";", ";\\r\\n")
+    dims = np.where(comm, ";\\r\\n;\\r\\n", dims)
+    ts_host, ts_launch, ts_kernel = _fixed(op_start), _fixed(launch), _fixed(start)
+    op_event = _event(['{"ph": "X", "name": "', _s(aten), f'", "pid": {PY_PID}, "tid": '
+                       f'{MAIN_TID}, "ts": "', ts_host, '", "dur": ', _num(span / 1000.0),
+                       ', "cat": "cpu_op", "args": {"Sequence number": -1, '
+                       '"Fwd thread id": 0, "Input Dims": "', _s(dims),
+                       '", "Input type": "BFloat16"}},\n'])
+    api = pc.if_else(pa.array(comm), "HcclAllreduce",  # launch record: the aclnn API
+                     pc.list_element(pc.split_pattern(_take(cat.name, key), "_",
+                                                      max_splits=1), 0))
+    kid = _s(start)
+    launch_event = _event(['{"ph": "X", "name": "', api, f'", "pid": {PY_PID}, "tid": '
+                           f'{MAIN_TID}, "ts": "', ts_launch, '", "dur": 0.1, "cat": "cpu_op", '
+                           '"args": {"Sequence number": -1, "Fwd thread id": 0}},\n'
+                           '{"ph": "s", "bp": "e", "name": "torch_to_npu", "id": ', kid,
+                           f', "pid": {PY_PID}, "tid": {MAIN_TID}, "ts": "', ts_launch,
+                           '", "cat": "async_npu"},\n'])
+    # What torch_npu writes around each launch besides (the kernel level parses it too):
+    # the task-queue hop to the dequeue thread, the CANN API call, its HostToDevice flow.
+    corr, ts_queue = _s(np.arange(lo, hi) + 8226), _fixed(launch + 20_000)
+    queue = _event(['{"ph": "X", "name": "Enqueue", "pid": ', str(PY_PID), ', "tid": ',
+                    str(MAIN_TID), ', "ts": "', ts_launch, '", "dur": 0.05, "cat": "enqueue", '
+                    '"args": {"correlation_id": ', corr, '}},\n{"ph": "s", "bp": "e", "name": '
+                    '"enqueue_to_dequeue", "id": ', corr, f', "pid": {PY_PID}, "tid": '
+                    f'{MAIN_TID}, "ts": "', ts_launch, '", "cat": "async_task_queue"},\n'
+                    '{"ph": "X", "name": "Dequeue@', api, f'", "pid": {PY_PID}, "tid": '
+                    f'{QUEUE_TID}, "ts": "', ts_queue, '", "dur": 30.0, "cat": "dequeue", '
+                    '"args": {"correlation_id": ', corr, '}},\n{"ph": "f", "bp": "e", "name": '
+                    '"enqueue_to_dequeue", "id": ', corr, f', "pid": {PY_PID}, "tid": '
+                    f'{QUEUE_TID}, "ts": "', ts_queue, '", "cat": "async_task_queue"},\n'
+                    '{"name": "AscendCL@', api, f'", "pid": {CANN_PID}, "tid": {QUEUE_TID}, '
+                    '"ts": "', ts_queue, '", "dur": 20.0, "args": {"Thread Id": ',
+                    str(QUEUE_TID), ', "Mode": "ACL_OP", "level": "acl", "id": "', api,
+                    '", "item_id": "0", "connection_id": ', corr, '}, "ph": "X"},\n'
+                    '{"name": "HostToDevice', corr, '", "ph": "s", "cat": "HostToDevice", '
+                    '"id": "', corr, f'", "pid": {CANN_PID}, "tid": {QUEUE_TID}, "ts": "',
+                    ts_queue, '"},\n'])
+    name = pc.if_else(pa.array(comm),
+                      _join([_s(ctype), str(586 + rank), _s(comm_seq[lo:hi]), "1"], "_"),
+                      _take(cat.name, key))
+    pid = np.where(comm, HCCL_PID, HW_PID)
+    tid = np.where(comm, 0, STREAM)
+    task = pc.if_else(pa.array(comm), "COMMUNICATION", _take(cat.core, key))
+    device = _event(['{"name": "HostToDevice', corr, '", "ph": "f", "id": "', corr,
+                     '", "ts": "', ts_kernel, '", "cat": "HostToDevice", "pid": ', _s(pid),
+                     ', "tid": ', _s(tid), ', "bp": "e"},\n'
+                     '{"ph": "f", "bp": "e", "name": "torch_to_npu", "id": ', kid,
+                     ', "pid": ', _s(pid), ', "tid": ', _s(tid), ', "ts": "', ts_kernel,
+                     '", "cat": "async_npu"},\n{"name": "', name, '", "pid": ', _s(pid),
+                     ', "tid": ', _s(tid), ', "ts": "', ts_kernel, '", "dur": ',
+                     _fixed(k["dur_ns"][lo:hi]), ', "args": {"Model Id": 4294967295, '
+                     '"Task Type": "', task, f'", "Physic Stream Id": {STREAM}, "Task Id": ',
+                     _s(np.arange(lo, hi) % 60000 + 1000), ', "Batch Id": 0, '
+                     '"Subtask Id": 4294967295, "connection_id": ', _s(np.arange(lo, hi)),
+                     '}, "ph": "X"},\n'])
+    empty = pa.array([""] * (hi - lo))
+    return _event([pc.if_else(pa.array(first), op_event, empty), launch_event, queue, device])
+
+
+def trace_tail(k: dict[str, np.ndarray]) -> str:
+    """ProfilerStep#N windows (host) and the process/thread metadata torch_npu writes last."""
+    events = []
+    for s in np.unique(k["step"]):
+        sel = k["step"] == s
+        begin = int(k["start_ns"][sel][0]) - LAUNCH_LAG_NS - 10_000
+        end = int((k["start_ns"][sel] + k["dur_ns"][sel]).max())
+        events.append(f'{{"ph": "X", "name": "ProfilerStep#{s}", "pid": {PY_PID}, "tid": '
+                      f'{MAIN_TID}, "ts": "{begin // 1000}.{begin % 1000:03d}", "dur": '
+                      f'{(end - begin) / 1000:.3f}, "cat": "cpu_op", "args": {{}}}}')
+    for pid, name in ((PY_PID, "Python"), (HW_PID, "Ascend Hardware"), (HCCL_PID, "HCCL"),
+                      (CANN_PID, "CANN")):
+        events.append(f'{{"name": "process_name", "pid": {pid}, "tid": 0, '
+                      f'"args": {{"name": "{name}"}}, "ph": "M"}}')
+    events.append(f'{{"name": "thread_name", "pid": {HW_PID}, "tid": {STREAM}, '
+                  f'"args": {{"name": "Stream {STREAM}"}}, "ph": "M"}}')
+    events.append(f'{{"name": "thread_name", "pid": {HCCL_PID}, "tid": 0, '
+                  f'"args": {{"name": "Group {GROUP_DP} Communication"}}, "ph": "M"}}')
+    return ",\n".join(events) + "]\n"
+
+
+def write_trace(path: Path, cat: Catalog, k: dict[str, np.ndarray], rank: int,
+                comm_seq: np.ndarray, chunk: int = 250_000) -> None:
+    op = framework_ops(k)
+    tmp = path.with_suffix(".json.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(b"[")
+        for lo in range(0, len(op), chunk):
+            hi = min(len(op), lo + chunk)
+            _write_strings(handle, trace_lines(cat, k, op, rank, lo, hi, comm_seq))
+        handle.write(trace_tail(k).encode())
+    tmp.replace(path)
+
+
 def write_side(root: Path, cat: Catalog, rows: int, ranks: int, steps: int, new: bool,
-               variant: str, seed: int, chunk: int = 250_000) -> None:
+               variant: str, seed: int, chunk: int = 250_000, trace: str = "none") -> None:
     per_rank = [rows // ranks + (1 if r < rows % ranks else 0) for r in range(ranks)]
     for rank, n in enumerate(per_rank):
         rank_dir = root / f"node0_{4000 + rank}_20251127190{rank:03d}000_ascend_pt"
@@ -434,14 +591,17 @@ def write_side(root: Path, cat: Catalog, rows: int, ranks: int, steps: int, new:
         k = simulate_rank(cat, n, steps, rank, new, seed * 1000 + rank)
         comm_seq = np.cumsum(k["comm"]) - 1  # per-rank index of each collective
         rng = np.random.default_rng(seed * 1000 + rank + 7)
-        tmp = out / "kernel_details.csv.tmp"
-        with open(tmp, "wb") as handle:
-            handle.write((HEADERS[variant] + "\n").encode())
-            for lo in range(0, n, chunk):
-                hi = min(n, lo + chunk)
-                _write_strings(handle, kernel_lines(cat, k, rank, variant, lo, hi,
-                                                    comm_seq[lo:hi], rng))
-        tmp.replace(out / "kernel_details.csv")
+        if trace != "only":
+            tmp = out / "kernel_details.csv.tmp"
+            with open(tmp, "wb") as handle:
+                handle.write((HEADERS[variant] + "\n").encode())
+                for lo in range(0, n, chunk):
+                    hi = min(n, lo + chunk)
+                    _write_strings(handle, kernel_lines(cat, k, rank, variant, lo, hi,
+                                                        comm_seq[lo:hi], rng))
+            tmp.replace(out / "kernel_details.csv")
+        if trace != "none":
+            write_trace(out / "trace_view.json", cat, k, rank, comm_seq, chunk)
         (out / "step_trace_time.csv").write_text(step_trace(k, variant, rank))
         (out / "communication.json").write_text(communication_json(k, rank, comm_seq))
         (rank_dir / f"profiler_info_{rank}.json").write_text(
@@ -449,11 +609,19 @@ def write_side(root: Path, cat: Catalog, rows: int, ranks: int, steps: int, new:
 
 
 def generate(out: Path, rows: int, ranks: int = 1, steps: int = 8, base_variant: str = "B",
-             new_variant: str = "E", seed: int = 7) -> None:
-    """Write ``out/base`` and ``out/new``, each with ``rows`` kernel rows over ``ranks``."""
+             new_variant: str = "E", seed: int = 7, trace: str = "none",
+             same_sequence: bool = False) -> None:
+    """Write ``out/base`` and ``out/new``, each with ``rows`` kernel rows over ``ranks``.
+
+    ``trace``: ``none``, ``beside`` (trace_view.json too) or ``only`` (no kernel_details.csv).
+    ``same_sequence`` draws the new side's kernel sequence with the base seed: one model
+    run twice (the new side's faster kernels and extra AllReduces still apply), instead of
+    two independent draws of the same mix.
+    """
     cat = build_catalog()
-    write_side(out / "base", cat, rows, ranks, steps, False, base_variant, seed)
-    write_side(out / "new", cat, rows, ranks, steps, True, new_variant, seed + 1)
+    write_side(out / "base", cat, rows, ranks, steps, False, base_variant, seed, trace=trace)
+    write_side(out / "new", cat, rows, ranks, steps, True, new_variant,
+               seed if same_sequence else seed + 1, trace=trace)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -469,13 +637,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--new-variant", choices=sorted(HEADERS), default="E",
                         help="kernel_details header of the new side (default E)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--trace", choices=("none", "beside", "only"), default="none",
+                        help="also write trace_view.json with host ops and launch flows "
+                             "(beside kernel_details.csv, or only the trace)")
+    parser.add_argument("--same-sequence", action="store_true",
+                        help="new side runs the base side's kernel sequence (one model twice)")
     args = parser.parse_args(argv)
     rows = int(args.rows)
     if rows < args.ranks * args.steps:
         parser.error("--rows must be at least ranks x steps")
     began = time.perf_counter()
     generate(args.out, rows, args.ranks, args.steps, args.base_variant, args.new_variant,
-             args.seed)
+             args.seed, args.trace, args.same_sequence)
     print(f"wrote {args.out}/base and {args.out}/new: {rows:,} kernel rows per side, "
           f"{args.ranks} rank(s), {args.steps} steps in {time.perf_counter() - began:.1f} s",
           file=sys.stderr)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .compare import Comparison, compare
+from .compare.framework import FrameworkComparison, compare_framework
 from .compare.memory import MemoryComparison, compare_memory, copy_summary
 from .findings import SEVERITY_ORDER, Analysis, Finding, analyse
 from .match import match
@@ -38,6 +39,8 @@ class Result:
     analysis: Analysis
     report: Report
     memory: MemoryComparison | None = None
+    framework: FrameworkComparison | None = None  # None: framework_note says why
+    framework_note: str = ""
 
 
 def _longer_label(run, other, path: Path, other_path: Path, side: str) -> str:
@@ -122,8 +125,11 @@ def compare_runs(base: Run, new: Run, options: Options = Options(),
         memory = replace(memory, warnings=tuple(w for w in memory.warnings
                                                 if "profile_memory=True?" not in w))
     analysis = _with_memory_finding(analyse(comparison, options.fusion_map), memory)
-    report = build_report(comparison, analysis, options.top_n, memory, invocation)
-    return Result(comparison, analysis, report, memory)
+    progress("comparing framework operators")
+    framework, framework_note = compare_framework(base, new, options.settings)
+    report = build_report(comparison, analysis, options.top_n, memory, invocation,
+                          framework, framework_note)
+    return Result(comparison, analysis, report, memory, framework, framework_note)
 
 
 def distinct_labels(runs: list[Run], paths: list[str | Path],

@@ -471,6 +471,44 @@ class Tool:
 
 
 @dataclass(frozen=True)
+class KernelShare:
+    """One kernel type under a framework operator: instances and device µs per step."""
+
+    type: str
+    count: float
+    device_us: float
+
+
+@dataclass(frozen=True)
+class FrameworkOpRow:
+    """One framework operator (``aten::…``) of either run, per step and rank (µs)."""
+
+    name: str
+    input_shapes: str
+    base_count: float
+    new_count: float
+    base_device_us: float | None
+    new_device_us: float | None
+    delta_us: float | None
+    status: str
+    base_kernels: tuple[KernelShare, ...]
+    new_kernels: tuple[KernelShare, ...]
+
+
+@dataclass(frozen=True)
+class FrameworkModuleRow:
+    """One nn.Module path of either run, per step and rank (µs)."""
+
+    module: str
+    base_count: float
+    new_count: float
+    base_device_us: float | None
+    new_device_us: float | None
+    delta_us: float | None
+    status: str
+
+
+@dataclass(frozen=True)
 class ReportSettings:
     """The thresholds the verdicts were made with."""
 
@@ -502,6 +540,10 @@ class Report:
     families: tuple[FamilyRow, ...] = ()
     tool: Tool = field(default_factory=Tool)
     invocation: Invocation | None = None
+    framework_ops: tuple[FrameworkOpRow, ...] | None = None
+    framework_modules: tuple[FrameworkModuleRow, ...] | None = None
+    framework_notes: tuple[str, ...] = ()
+    framework_note: str | None = None
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -587,9 +629,31 @@ def _operators(cmp: Comparison, analysis: Analysis) -> tuple[OperatorRow, ...]:
     return rows_of(ops, OperatorRow)
 
 
+def _kernels(value) -> tuple[KernelShare, ...]:
+    return tuple(KernelShare(str(k["type"]), float(k["count"]), float(k["device_us"]))
+                 for k in (value if isinstance(value, (list, tuple)) else ()))
+
+
+def _framework(framework) -> tuple:
+    """Typed framework-operator and module rows (compare/framework.py), or Nones."""
+    if framework is None:
+        return None, None, ()
+    ops = framework.operators
+    rows = tuple(FrameworkOpRow(str(r["name"]), str(r["input_shapes"] or ""),
+                                float(r["base_count"]), float(r["new_count"]),
+                                clean(r["base_device_us"]), clean(r["new_device_us"]),
+                                clean(r["delta_us"]), str(r["status"]),
+                                _kernels(r["base_kernels"]), _kernels(r["new_kernels"]))
+                 for r in ops.to_dict("records"))
+    modules = None if framework.modules is None else rows_of(framework.modules,
+                                                             FrameworkModuleRow)
+    return rows, modules, tuple(n.text for n in framework.notes)
+
+
 def build_report(cmp: Comparison, analysis: Analysis, top_n: int = 15,
                  memory: MemoryComparison | None = None,
-                 invocation: Invocation | None = None) -> Report:
+                 invocation: Invocation | None = None,
+                 framework=None, framework_note: str = "") -> Report:
     """Assemble the Report from a Comparison, its Analysis and the memory comparison.
 
     ``invocation`` (command line and date) is shown in the report's provenance; leave it
@@ -598,6 +662,7 @@ def build_report(cmp: Comparison, analysis: Analysis, top_n: int = 15,
     findings = tuple(FindingRow(f.id, f.severity, f.title, f.detail, float(f.delta_us),
                                 frozen(f.data)) for f in analysis.findings)
     t = cmp.settings
+    framework_ops, framework_modules, framework_notes = _framework(framework)
     text = headline(cmp, analysis)
     if memory is not None and memory.headline:
         text = f"{text} {memory.headline}"
@@ -613,4 +678,6 @@ def build_report(cmp: Comparison, analysis: Analysis, top_n: int = 15,
         top_n=top_n, ranks=rows_of(cmp.ranks, RankRow),
         comm_groups=rows_of(cmp.groups, GroupRow), memory=memory,
         compute=_compute(analysis),
-        families=rows_of(compare_families(cmp.operators), FamilyRow), invocation=invocation)
+        families=rows_of(compare_families(cmp.operators), FamilyRow), invocation=invocation,
+        framework_ops=framework_ops, framework_modules=framework_modules,
+        framework_notes=framework_notes, framework_note=framework_note or None)

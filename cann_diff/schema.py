@@ -222,6 +222,10 @@ class Run:
     warnings: tuple[str, ...] = field(default_factory=tuple)
     memory: MemoryData | None = None
     ranks_without_kernels: tuple[int, ...] = ()
+    # Kernels per framework operator instance (read/framework.py FRAMEWORK_COLUMNS); None
+    # when the profile links no host op to its kernels, ``framework_note`` then says why.
+    framework: pd.DataFrame | None = None
+    framework_note: str = ""
 
 
 def empty_comm() -> pd.DataFrame:

@@ -72,6 +72,10 @@ class Settings:
     # Largest 1-D input (elements) taken for an attribute moved into the inputs when shapes
     # are matched across stacks: axes, sizes and perms have at most 8 entries (8-D tensors).
     attribute_input_max_elements: int = 8
+    # Edits (inserted + removed framework ops) one step may need before its alignment falls
+    # back to pairing k-th instances: Myers' diff costs O((n + m)·D) and D² memory, and two
+    # runs of one model differ by a handful of ops per step.
+    max_align_edits: int = 1000
     # Seconds to wait for a Dask scheduler before calling it unreachable.
     dask_timeout_s: float = 30.0
 

@@ -234,8 +234,8 @@ def test_noise_only_rerun_is_all_unchanged(noisy, tmp_path, seed):
     assert abs(report["step"]["delta_pct"]) < 1.0  # noise only: the step barely moves
     assert not {f["id"] for f in report["findings"]} & {"op-regression", "op-improvement",
                                                         "comm-hides-compute"}
-    assert "No operator regressed significantly" in md
-    assert "No operator improved significantly" in md
+    assert "No operator regressed per instance, significantly" in md
+    assert "No operator improved per instance, significantly" in md
 
 
 @pytest.mark.parametrize("factor, op_type, status, finding", [

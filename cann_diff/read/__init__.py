@@ -27,6 +27,7 @@ from . import cluster_output, kernelless, msprof_dirs, sqlite_db, torch_text, tr
 from .base import RankData
 from .canonical import canonicalize, normalize_distinct, normalize_dtypes, normalize_shapes
 from .derive import concat_frames
+from .framework import combine_framework, reduce_framework
 from .memory import MemoryData, memory_data, read_rank_memory, select_memory, step_intervals
 from .provenance import rank_facts, read_provenance
 from .reduce import combine, samples_per_rank, select, summarize
@@ -221,6 +222,7 @@ def _reduce_kernels(data: RankData, plan: RankPlan) -> None:
         _keep_steps(data, plan.steps)
     if data.steps is None and len(data.ops):
         data.kernel_steps = step_breakdown_from_kernels(data.ops)
+    reduce_framework(data)
     data.summary = summarize(data.ops, data.comm, plan.max_samples)
     data.has_comm = data.comm is not None
     if not plan.keep_rows:
@@ -325,7 +327,7 @@ def select_steps(run: Run, ranges: StepRanges | None) -> Run:
     if memory is not None and len(memory.step_spans):
         memory = select_memory(memory, _in_ranges(memory.step_spans["step"], ranges))
     return replace(run, ops=chosen(run.ops), steps=chosen(run.steps), comm=chosen(run.comm),
-                   summary=summary, memory=memory)
+                   summary=summary, memory=memory, framework=chosen(run.framework))
 
 
 def _unread_children(path: Path, sources: list[RankSource]) -> list[str]:
@@ -502,9 +504,10 @@ def load_run(path: str | Path, label: str | None = None, *,
         warnings.append("no communication.json: transit/wait split of communication unavailable")
     without_kernels, note = _without_kernels(datas)
     ops, comm = _rows_of(datas) if keep_rows else (None, None)
+    framework, framework_note = combine_framework(datas)
     return Run(label or default_label(path), _meta_of(path, fmt, datas), ops, step_frame, comm,
                summary, step_source, tuple(warnings + note),
-               _memory_of(datas, keep_rows, steps), without_kernels)
+               _memory_of(datas, keep_rows, steps), without_kernels, framework, framework_note)
 
 
 def _rows_of(datas: list[RankData]) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -35,6 +35,7 @@ class RankData:
     info: dict = field(default_factory=dict)
     facts: object = None  # provenance facts (read/provenance.py), found where it was read
     warnings: list[str] = field(default_factory=list)
+    links: object | None = None  # framework.HostLinks a reader found in its own pass
     # Filled by read_and_reduce, in the worker that read the rank:
     summary: RunSummary | None = None
     kernel_steps: pd.DataFrame | None = None  # breakdown from kernel intervals, when no steps
@@ -45,3 +46,5 @@ class RankData:
     step_spans: pd.DataFrame | None = None  # step, start_us, end_us by its kernels
     memory: RankMemory | None = None  # None: no memory read (a cluster summary)
     nothing: bool = False  # a kernel-less rank that held nothing usable either
+    framework: pd.DataFrame | None = None  # framework.FRAMEWORK_COLUMNS rows, None: no links
+    framework_note: str = ""  # why ``framework`` is None

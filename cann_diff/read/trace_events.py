@@ -210,9 +210,12 @@ def _top_keys(recorder: _Recorder) -> dict:
     return top
 
 
-def scan_trace(path: Path) -> TraceScan:
-    """Stream one trace file; InputError when it is unreadable, truncated or not JSON."""
-    scan = TraceScan(path)
+def scan_trace(path: Path, scan: TraceScan | None = None) -> TraceScan:
+    """Stream one trace file; InputError when it is unreadable, truncated or not JSON.
+
+    ``scan`` may be a TraceScan subclass that keeps more (read/framework.py's LinkScan).
+    """
+    scan = TraceScan(path) if scan is None else scan
     try:
         with _open(path) as handle:
             first = _first_chunk(handle, path)

@@ -24,8 +24,9 @@ from ..errors import InputError, SchemaError
 from .base import RankData
 from .csv_files import read_step_trace
 from .derive import as_category, assign_steps, by_category, comm_op_type, scope_type
+from .framework import LinkScan
 from .json_files import read_communication, read_profiler_info
-from .trace_events import GPU_CATS, STEP_PREFIX, scan_trace
+from .trace_events import GPU_CATS, STEP_PREFIX, TraceScan, scan_trace
 
 FORMAT = "trace_json"
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
@@ -181,9 +182,10 @@ def finish_ops(ops: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def read_events(path: Path, include_memcpy: bool = False) -> tuple[pd.DataFrame, dict, str]:
+def read_events(path: Path, include_memcpy: bool = False,
+                scan: TraceScan | None = None) -> tuple[pd.DataFrame, dict, str]:
     """Read one trace file: (raw ops with steps, info, ``ascend``|``kineto``)."""
-    scan = scan_trace(path)
+    scan = scan_trace(path, scan)
     events = scan.frame()
     if HARDWARE in scan.processes.values():
         ops, kind = ascend_ops(events, include_memcpy), "ascend"
@@ -221,7 +223,8 @@ def read_rank(path: Path) -> RankData:
     trace = trace_file(path)
     if trace is None:
         raise InputError(path, f"no {TRACE} and no single *.json.gz/*trace*.json file")
-    ops, info, kind = read_events(trace)
+    scan = LinkScan(trace)  # host→device links kept in the same pass (read/framework.py)
+    ops, info, kind = read_events(trace, scan=scan)
     root = trace.parent.parent if trace.parent.name == OUTPUT_DIR else trace.parent
     warnings = [f"{trace.name}: trace events carry no input shapes; operators are matched "
                 "by type only"]
@@ -237,4 +240,4 @@ def read_rank(path: Path) -> RankData:
         if kind == "ascend" and comm_file.is_file() else None
     source = trace if path.is_file() else root
     return RankData(source=source, format=FORMAT, rank=rank, ops=ops, steps=steps, comm=comm,
-                    info=info, warnings=warnings)
+                    info=info, warnings=warnings, links=scan.host_links())

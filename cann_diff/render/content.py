@@ -294,6 +294,56 @@ def _operators(report: Report, charts: Collection[str], notes: Footnotes) -> lis
     return blocks
 
 
+# --------------------------------------------------------------------------- framework ops
+
+
+def _kernel_text(kernels) -> str:
+    if not kernels:
+        return "–"
+    return " + ".join(f"{k.type} {fmt.us(k.device_us)}" for k in kernels[:4]) + \
+        (f" + {len(kernels) - 4} more" if len(kernels) > 4 else "")
+
+
+def _framework(report: Report) -> list[Block]:
+    """By framework operator (aten::…) and by module: what CANN renames leave in place."""
+    if report.framework_ops is None:
+        if not report.framework_note:
+            return []
+        return [absent("By framework operator", report.framework_note)]
+    moved = [op for op in report.framework_ops if op.status != "unchanged"][: report.top_n]
+    shown = moved or list(report.framework_ops[: report.top_n])
+    rows = tuple((cell(code(op.name)), cell(code(fmt.shapes(op.input_shapes or "*"))),
+                  cell(f"{fmt.count(op.base_count)} → {fmt.count(op.new_count)}",
+                       sort=op.new_count),
+                  cell(fmt.us(op.base_device_us), sort=op.base_device_us),
+                  cell(fmt.us(op.new_device_us), sort=op.new_device_us),
+                  cell(fmt.us(op.delta_us, signed=True), sort=op.delta_us),
+                  cell(op.status), cell(_kernel_text(op.base_kernels)),
+                  cell(_kernel_text(op.new_kernels))) for op in shown)
+    blocks: list[Block] = [
+        section("By framework operator", "framework"),
+        Paragraph(inline("Device time of the kernels each framework operator launched (trace "
+                         "flows or the db's CONNECTION_IDS), the two runs aligned per step; "
+                         "framework operators keep their names when CANN renames kernels. ",
+                         f"{len(moved)} of {len(report.framework_ops)} changed."
+                         if moved else "None changed.")),
+        Table(("framework op", "input shapes", "count /step", "base /step", "new /step", "Δ",
+               "status", "base kernels", "new kernels"), rows, sortable=True)]
+    blocks += [Paragraph(inline(note), "small") for note in report.framework_notes]
+    if report.framework_modules:
+        mods = [m for m in report.framework_modules if m.status != "unchanged"][: report.top_n]
+        mods = mods or list(report.framework_modules[: report.top_n])
+        blocks += [section("By module", "modules"), Table(
+            ("module", "count /step", "base /step", "new /step", "Δ", "status"),
+            tuple((cell(code(m.module)),
+                   cell(f"{fmt.count(m.base_count)} → {fmt.count(m.new_count)}"),
+                   cell(fmt.us(m.base_device_us), sort=m.base_device_us),
+                   cell(fmt.us(m.new_device_us), sort=m.new_device_us),
+                   cell(fmt.us(m.delta_us, signed=True), sort=m.delta_us), cell(m.status))
+                  for m in mods), sortable=True)]
+    return blocks
+
+
 # --------------------------------------------------------------------------- groups, ranks
 
 
@@ -471,7 +521,7 @@ def report_blocks(report: Report, charts: Collection[str] = ()) -> list[Block]:
     blocks += _side_warnings(report) + _prominent(report) + provenance_blocks(report)
     blocks += _findings(report)
     blocks += _step(report, charts, notes) + _fusion(report) + _communication(report)
-    blocks += _operators(report, charts, notes) + _groups(report)
+    blocks += _operators(report, charts, notes) + _framework(report) + _groups(report)
     blocks += _ranks_section(report, charts) + _categories(report)
     blocks += _families(report, charts) + _memory(report, charts)
     blocks += notes.blocks()
