@@ -40,9 +40,7 @@ Quirks handled here and nowhere else (REALDATA.md, FORMATS.md §10):
 from __future__ import annotations
 
 import sqlite3
-import zlib
 from pathlib import Path
-from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -50,6 +48,8 @@ import pandas as pd
 from ..errors import InputError, SchemaError
 from .canonical import copy_direction
 from .csv_files import read_csv_columns, read_header
+from .files import DepthGuard
+from .sqlite_db import open_readonly, sqlite_problem
 
 MEMORY_RECORD = "memory_record.csv"
 OPERATOR_MEMORY = "operator_memory.csv"
@@ -185,12 +185,12 @@ def read_npu_module_mem(path: Path) -> tuple[pd.DataFrame, list[str]]:
 
 
 def open_db(path: Path) -> sqlite3.Connection:
-    """Open a profiler db read-only and immutable: never lock, write or journal it."""
-    uri = f"file:{quote(path.resolve().as_posix())}?mode=ro&immutable=1"
-    try:
-        return sqlite3.connect(uri, uri=True)
-    except sqlite3.Error as exc:
-        raise InputError(path, f"cannot open the database: {exc}") from None
+    """Open a profiler db read-only, never locking, writing or journaling it.
+
+    The kernel reader's opening (sqlite_db.open_readonly): only a regular file, and a
+    db with a pending ``-wal`` read through a private copy rather than stale.
+    """
+    return open_readonly(path)
 
 
 def db_tables(connection: sqlite3.Connection, path: Path) -> set[str]:
@@ -198,17 +198,18 @@ def db_tables(connection: sqlite3.Connection, path: Path) -> set[str]:
     try:
         rows = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         return {name for (name,) in rows.fetchall()}
-    except sqlite3.DatabaseError as exc:
-        raise InputError(path, f"not a readable SQLite database: {exc}") from None
+    except sqlite3.Error as exc:
+        raise InputError(path, f"not a readable SQLite database: {sqlite_problem(exc)}") \
+            from None
 
 
 def _query(connection: sqlite3.Connection, path: Path, table: str, sql: str) -> pd.DataFrame:
     try:
         return pd.read_sql_query(sql, connection)
     except sqlite3.OperationalError as exc:  # a column or joined table is missing
-        raise SchemaError(path, f"table {table}: {exc}") from None
-    except sqlite3.DatabaseError as exc:
-        raise InputError(path, f"table {table} is unreadable: {exc}") from None
+        raise SchemaError(path, f"table {table}: {sqlite_problem(exc)}") from None
+    except (sqlite3.Error, pd.errors.DatabaseError) as exc:
+        raise InputError(path, f"table {table} is unreadable: {sqlite_problem(exc)}") from None
 
 
 def _floats(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -329,7 +330,7 @@ def read_trace_hbm(path: Path) -> pd.DataFrame:
     """
     import ijson
 
-    from .trace_events import CHUNK, _first_chunk, _open
+    from .trace_events import CHUNK, _first_chunk, _open, raise_stream_error
 
     pids, names, stamps, values, processes = [], [], [], [], {}
     try:
@@ -339,7 +340,7 @@ def read_trace_hbm(path: Path) -> pd.DataFrame:
             if form not in (b"[", b"{"):
                 raise InputError(path, "not a trace: expected a JSON array of events")
             prefix = "item" if form == b"[" else "traceEvents.item"
-            stream = _Prepend(handle, first)
+            stream = _Prepend(handle, first, path)
             for event in ijson.items(stream, prefix, buf_size=CHUNK, use_float=True):
                 if not isinstance(event, dict):
                     continue
@@ -357,10 +358,8 @@ def read_trace_hbm(path: Path) -> pd.DataFrame:
                 elif ph == "M" and event.get("name") == "process_name":
                     args = event.get("args") if isinstance(event.get("args"), dict) else {}
                     processes[str(event.get("pid"))] = str(args.get("name", ""))
-    except ijson.JSONError as exc:
-        raise InputError(path, f"truncated or invalid JSON: {exc}") from None
-    except (OSError, EOFError, zlib.error) as exc:
-        raise InputError(path, f"cannot read (corrupt or truncated?): {exc}") from None
+    except BaseException as exc:
+        raise_stream_error(path, exc)
     hbm = {pid for pid, name in processes.items() if name == HBM_PROCESS}
     frame = pd.DataFrame({"pid": pids, "name": names, "stamp": stamps, "value": values})
     frame = frame[frame["pid"].isin(hbm).to_numpy()]
@@ -375,10 +374,15 @@ def read_trace_hbm(path: Path) -> pd.DataFrame:
 
 
 class _Prepend:
-    """File wrapper that hands over an already-read first chunk before the rest."""
+    """File wrapper that hands over an already-read first chunk before the rest.
 
-    def __init__(self, handle, first: bytes):
+    Every chunk passes a DepthGuard first: ijson's memory grows with the nesting squared.
+    """
+
+    def __init__(self, handle, first: bytes, path: Path):
         self.handle, self.pending = handle, first
+        self.guard = DepthGuard(path)
+        self.guard.feed(first)
 
     def read(self, size: int = -1) -> bytes:
         if size == 0:
@@ -386,4 +390,6 @@ class _Prepend:
         if self.pending:
             data, self.pending = self.pending, b""
             return data
-        return self.handle.read(size)
+        data = self.handle.read(size)
+        self.guard.feed(data)
+        return data
