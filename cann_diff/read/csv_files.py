@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -87,8 +88,8 @@ def check_unique(path: Path, header: list[str], wanted) -> None:
     """
     for name in wanted:
         if header.count(name) > 1:
-            raise InputError(path, f"column {name!r} appears {header.count(name)} times in "
-                                   "the header; which one to read is ambiguous")
+            raise InputError(path, f"column {brief(repr(name))} appears {header.count(name)} "
+                                   "times in the header; which one to read is ambiguous")
 
 
 def _pick(header: list[str], aliases: dict[str, tuple[str, ...]]) -> dict[str, str]:
@@ -121,20 +122,41 @@ def read_csv_columns(path: Path, columns: dict[str, str],
                     else pa.string()) for field, name in columns.items()}
     convert = pacsv.ConvertOptions(include_columns=list(columns.values()), column_types=types,
                                    null_values=NULLS, strings_can_be_null=True)
-    bad_rows: list[str] = []
-
-    def skip(row) -> str:
-        bad_rows.append(row.text or "")
-        return "skip"
-
-    parse = pacsv.ParseOptions(invalid_row_handler=skip)
-    table = _read_table(path, size, header, parse, convert, bad_rows)
+    skipper = _RowSkipper()
+    parse = pacsv.ParseOptions(invalid_row_handler=skipper)
+    table = _read_table(path, size, header, parse, convert, skipper.rows)
+    bad_rows = skipper.rows
     if bad_rows and _is_truncated(path, bad_rows[-1]):
         raise InputError(path, "truncated CSV: the last row is cut short")
     frame = table.to_pandas()
     frame.attrs["skipped_rows"] = len(bad_rows)
     return frame.rename(columns={header: field for field, header in columns.items()})
 
+
+class _RowSkipper:
+    """pyarrow's invalid_row_handler: skip rows of the wrong width, keep their text."""
+
+    def __init__(self):
+        self.rows: list[str] = []
+
+    def __call__(self, row) -> str:
+        self.rows.append(row.text or "")
+        return "skip"
+
+
+def _quiet_undecodable_rows(unraisable, previous=sys.unraisablehook) -> None:
+    """Drop pyarrow's report of a malformed row that is not UTF-8; pass on all else.
+
+    pyarrow decodes such a row before calling the handler, prints the UnicodeDecodeError
+    as an "unraisable" traceback, then fails the read, which is reported in one line.
+    """
+    if isinstance(unraisable.object, _RowSkipper) and \
+            isinstance(unraisable.exc_value, UnicodeDecodeError):
+        return
+    previous(unraisable)
+
+
+sys.unraisablehook = _quiet_undecodable_rows
 
 BLOCK_BYTES = 1 << 24  # pyarrow's CSV block; a row longer than a block is read again
 MAX_BLOCK_BYTES = (1 << 31) - 1  # pyarrow keeps the block size in an int32
@@ -263,7 +285,8 @@ def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
     missing = [KERNEL_HEADERS[f][0] for f in REQUIRED if f not in picked]
     if missing:
         raise SchemaError(path, f"missing column(s) {', '.join(missing)}; header is "
-                                f"{','.join(header[:8])}{',…' if len(header) > 8 else ''}")
+                                f"{brief(','.join(header[:8]), 160)}"
+                                f"{',…' if len(header) > 8 else ''}")
     try:
         frame = read_csv_columns(path, picked, DICTIONARY_FIELDS, numeric=("dur_us", "step"))
     except InputError:  # a non-numeric value: read as text so the message names the row

@@ -155,12 +155,17 @@ def size_text(count: int) -> str:
     return f"{count} bytes"
 
 
-def brief(value, width: int = 60) -> str:
-    """A value from an input for a message: its repr for non-text, cut to ``width``.
+# Control characters (line breaks included) shown escaped: an error is one line.
+_ESCAPES = {code: f"\\x{code:02x}" for code in [*range(32), 127]}
 
-    Keys and cells of a hostile file may be megabytes long; a message quotes a prefix.
+
+def brief(value, width: int = 60) -> str:
+    """A value from an input for a message: one line, its repr for non-text, cut to ``width``.
+
+    Keys and cells of a hostile file may be megabytes long or hold line breaks; a message
+    quotes an escaped prefix.
     """
-    text = value if isinstance(value, str) else repr(value)
+    text = (value if isinstance(value, str) else repr(value)).translate(_ESCAPES)
     return text if len(text) <= width else text[:width - 1] + "…"
 
 

@@ -62,6 +62,9 @@ COMM_TIMES = {"elapse_time": "elapse_us", "transit_time": "transit_us",
               "idle_time": "idle_us"}
 
 
+# What a damaged db raises: sqlite3's errors, pandas' wrapper of them, and the
+# UnicodeDecodeError Python raises decoding an error message that quotes damaged bytes.
+DB_ERRORS = (sqlite3.Error, pd.errors.DatabaseError, UnicodeDecodeError)
 JOURNALS = ("-wal", "-journal")  # what a writer leaves beside a db it did not finish
 
 
@@ -124,11 +127,17 @@ def open_readonly(path: Path) -> sqlite3.Connection:
     require_file(path)
     journals = _pending_journals(path)
     try:
-        if journals:
-            return _open_copy(path, journals)
-        return sqlite3.connect(_uri(path, "mode=ro&immutable=1"), uri=True)
+        conn = _open_copy(path, journals) if journals else \
+            sqlite3.connect(_uri(path, "mode=ro&immutable=1"), uri=True)
     except sqlite3.Error as exc:
         raise InputError(path, f"cannot open the database: {sqlite_problem(exc)}") from None
+    # Text that is not UTF-8 (a damaged page) is read with U+FFFD, not raised mid-query.
+    conn.text_factory = _text
+    return conn
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
 
 
 def sqlite_problem(exc: Exception) -> str:
@@ -141,7 +150,7 @@ def connect(path: Path) -> sqlite3.Connection:
     conn = open_readonly(path)
     try:
         conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
-    except sqlite3.Error as exc:
+    except DB_ERRORS as exc:
         conn.close()
         raise InputError(path, f"not a readable SQLite database: {sqlite_problem(exc)}") \
             from None
@@ -182,7 +191,7 @@ def has_kernels(db: Path) -> bool:
     try:
         with closing(connect(db)) as conn:
             return "COMPUTE_TASK_INFO" in tables_of(conn)
-    except InputError:
+    except (InputError, *DB_ERRORS):
         return True  # let read_rank report the broken file instead of skipping it
 
 
@@ -201,7 +210,7 @@ def is_rank_dir(path: Path) -> bool:
 def _query(conn: sqlite3.Connection, sql: str, path: Path) -> pd.DataFrame:
     try:
         return pd.read_sql_query(sql, conn)
-    except (sqlite3.Error, pd.errors.DatabaseError) as exc:
+    except DB_ERRORS as exc:
         raise SchemaError(path, f"query failed: {exc}") from None
 
 
@@ -464,7 +473,7 @@ def _reading(path: Path):
     """
     try:
         yield
-    except (sqlite3.Error, pd.errors.DatabaseError) as exc:
+    except DB_ERRORS as exc:
         raise InputError(path, f"unreadable SQLite database: {sqlite_problem(exc)}") from None
 
 

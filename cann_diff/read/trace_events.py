@@ -75,6 +75,8 @@ class TraceScan:
             if ph == "X":
                 name = event.get("name")
                 cat = event.get("cat")
+                if cat is not None and cat.__class__ is not str:
+                    cat = str(cat)  # a list or object there would be unhashable below
                 ts = event.get("ts")
                 if ts is None or not isinstance(name, str):
                     continue
@@ -131,8 +133,8 @@ class TraceScan:
         out["start_ns"] = ts_to_ns(self.ts, self.path)
         try:  # None -> NaN -> 0 (an X event without dur); Decimal/str -> float
             out["dur_us"] = np.nan_to_num(np.asarray(self.dur, dtype=float), nan=0.0)
-        except (TypeError, ValueError):
-            raise SchemaError(self.path, "an event 'dur' is not a number") from None
+        except (TypeError, ValueError, OverflowError):  # text, a list, 10**400
+            raise SchemaError(self.path, "an event 'dur' is not a number of µs") from None
         return out
 
 
