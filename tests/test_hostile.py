@@ -50,6 +50,8 @@ VLLM = DATA / "formats" / "vllm_ascend" / "PROF_000001_20260823165413436_0062625
 OUT = "ASCEND_PROFILER_OUTPUT"
 KERNELS = Path(OUT) / "kernel_details.csv"
 HANG_TIMEOUT_S = 120  # a hang fails the test instead of blocking the suite
+posix_only = pytest.mark.skipif(os.name != "posix", reason="FIFOs, symlinks and dir_fd are "
+                                                           "POSIX features")
 
 
 # ------------------------------------------------------------------------- helpers
@@ -131,6 +133,7 @@ def _fifo_in_place(rank: Path, relative: str) -> Path:
     return target
 
 
+@posix_only
 @pytest.mark.parametrize("relative", ["profiler_info_0.json", f"{OUT}/kernel_details.csv",
                                       f"{OUT}/step_trace_time.csv",
                                       f"{OUT}/communication.json",
@@ -144,6 +147,7 @@ def test_fifo_named_like_a_profile_file_is_refused_not_waited_on(relative, good,
     assert snapshot(bad) == before
 
 
+@posix_only
 def test_fifo_msprof_info_json_is_a_warning_and_the_run_goes_on(tmp_path):
     base = copy_of(VLLM, tmp_path, "base")
     new = copy_of(VLLM, tmp_path, "new")
@@ -231,6 +235,7 @@ def test_unreadable_output_dir_is_an_error_naming_it(good, tmp_path, monkeypatch
     assert {p: snapshot(p) for p in (good, bad)} == before
 
 
+@posix_only
 def test_symlink_loop_for_an_optional_file_is_an_error_not_a_silent_skip(good, tmp_path):
     bad = copy_of(LEVEL1, tmp_path, "loop")
     steps = bad / OUT / "step_trace_time.csv"
@@ -239,6 +244,7 @@ def test_symlink_loop_for_an_optional_file_is_an_error_not_a_silent_skip(good, t
     assert_refused(good, bad, tmp_path, "step_trace_time.csv", "symbolic link")
 
 
+@posix_only
 def test_file_names_past_path_max_are_an_error_not_a_crash(good, tmp_path):
     # The rank directory's own path fits in PATH_MAX (4096), the files inside do not:
     # stat() says ENAMETOOLONG, which Path.is_dir() raised as a bare OSError.

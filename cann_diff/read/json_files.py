@@ -34,11 +34,14 @@ def load_json(path: Path):
     data = read_bytes(path)
     check_depth(path, data)
     try:
-        return json.loads(data)
-    except RecursionError:  # only reachable with a limit above the interpreter's own
-        raise InputError(path, "JSON nested too deeply to parse") from None
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(path, f"not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    del data  # the parse holds the text and its objects, not the bytes too
+    try:
+        return json.loads(text)
+    except RecursionError:  # only reachable with a limit above the interpreter's own
+        raise InputError(path, "JSON nested too deeply to parse") from None
     except ValueError as exc:
         raise InputError(path, f"truncated or invalid JSON: {json_problem(exc)}") from None
 
