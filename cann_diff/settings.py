@@ -79,5 +79,28 @@ class Settings:
     # Seconds to wait for a Dask scheduler before calling it unreachable.
     dask_timeout_s: float = 30.0
 
+    # Reading limits (readers take them from DEFAULT_SETTINGS: they run in threads or Dask
+    # workers that are not handed the command line's Settings)
+    # JSON nesting refused beyond this depth: profiler JSON nests at most ~8 levels, while
+    # Python's parser recurses per level and ijson's memory grows with the depth squared.
+    max_json_depth: int = 64
+    # Leading blank bytes of a trace read before calling it "not a trace": valid traces
+    # start with [ or { at once; a gzip of blanks would otherwise be inflated whole.
+    max_leading_blank_bytes: int = 1 << 20
+    # Bytes of a CSV searched for its header row: real headers are under 4 KiB, and a
+    # file without a line break would otherwise be read whole as one header.
+    max_header_bytes: int = 1 << 20
+    # Longest duration (seconds) a row may have: no profiler capture lasts a day, while
+    # broken cells (1e300, UINT64 sentinels) are far beyond it.
+    max_duration_s: float = 86_400.0
+    # A row lasting more than this many times the span of all shorter rows is a broken cell:
+    # a collective waiting for a straggler can outlast a short capture's compute a
+    # thousandfold, a sentinel outlasts it by millions.
+    absurd_duration_factor: float = 10_000.0
+    # Share of rows with impossible durations (negative, NaN, inf, absurdly long)
+    # above which a file is refused rather than read without them: then it is not a
+    # few bad rows but a broken column.
+    max_bad_duration_share: float = 0.5
+
 
 DEFAULT_SETTINGS = Settings()

@@ -129,7 +129,9 @@ OPENED: list[str] | None = None
 
 
 def _record_open(event: str, args: tuple) -> None:
-    if OPENED is not None and event == "open" and isinstance(args[0], (str, Path)):
+    # open() raises one event, and os.open (its opener) another with mode None: one open.
+    if OPENED is not None and event == "open" and isinstance(args[0], (str, Path)) \
+            and args[1] is not None:
         OPENED.append(str(args[0]))
 
 

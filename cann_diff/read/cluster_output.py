@@ -8,6 +8,7 @@ Comparing two of them gives the per-rank and communication parts of the report.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -15,19 +16,22 @@ import pandas as pd
 from ..errors import SchemaError
 from ..schema import COMM_COLUMNS, STAGE_FIELDS
 from .base import RankData
-from .csv_files import STEP_HEADERS, read_csv_columns, read_header
+from .csv_files import STEP_HEADERS, integer_ids, read_csv_columns, read_header
+from .derive import check_step_figures
+from .files import brief, is_directory, present
 from .json_files import LINK_COLUMNS, _op_record, _step_number, comm_types_of, load_json
 
 FORMAT = "cluster_analysis_output"
 STEPS = "cluster_step_trace_time.csv"
 COMM = "cluster_communication.json"
+RANK_KEY = re.compile(r"\d{1,9}", flags=re.ASCII)
 RAW_OP_COLUMNS = ("op_name", "op_type_raw", "core", "start_ns", "dur_us", "step",
                   "input_shapes", "input_dtypes")
 
 
 def is_rank_dir(path: Path) -> bool:
     """True for a directory holding cluster_step_trace_time.csv."""
-    return path.is_dir() and (path / STEPS).is_file()
+    return is_directory(path) and present(path / STEPS)
 
 
 def _no_kernels() -> pd.DataFrame:
@@ -43,16 +47,18 @@ def _read_steps(path: Path) -> pd.DataFrame:
     columns = {f: h for h, f in STEP_HEADERS.items() if h in header}
     columns.update({"type": "Type", "index": "Index"})
     frame = read_csv_columns(path, columns)
-    frame = frame[frame["type"].astype(str).str.lower() == "rank"].copy()
-    frame["rank"] = pd.to_numeric(frame["index"], errors="coerce")
-    if frame["rank"].isna().any():
-        raise SchemaError(path, "non-numeric rank in the Index column")
-    frame["step"] = pd.to_numeric(frame["step"], errors="coerce").astype("Int64") \
+    frame = frame[frame["type"].astype(str).str.lower() == "rank"].reset_index(drop=True)
+    rank = pd.to_numeric(frame["index"], errors="coerce")
+    if rank.isna().any() or not rank.between(0, 2 ** 31 - 1).all() or (rank % 1 != 0).any():
+        raise SchemaError(path, "a rank in the Index column is not a whole number ≥ 0")
+    frame["rank"] = rank.astype("int64")
+    frame["step"] = integer_ids(frame["step"], path, "Step") \
         if "step" in frame else pd.array([pd.NA] * len(frame), dtype="Int64")
     for field in STAGE_FIELDS:
         frame[field] = pd.to_numeric(frame[field], errors="coerce").astype("float64") \
             if field in frame else float("nan")
-    return frame.astype({"rank": "int64"})
+    check_step_figures(frame, path, {f: h for h, f in STEP_HEADERS.items()})
+    return frame
 
 
 def _read_comm(path: Path) -> pd.DataFrame:
@@ -66,13 +72,13 @@ def _read_comm(path: Path) -> pd.DataFrame:
         for step_key, ops in steps.items():
             step = _step_number(step_key)
             if not isinstance(ops, dict):
-                raise SchemaError(path, f"{step_key}: expected an object of operators")
+                raise SchemaError(path, f"{brief(step_key)}: expected an object of operators")
             for op_key, by_rank in ops.items():
                 if op_key.startswith("Total Op Info") or not isinstance(by_rank, dict):
                     continue
                 records += [_op_record(path, int(rank), step, op_key, info)
                             for rank, info in by_rank.items()
-                            if str(rank).isdigit() and isinstance(info, dict)]
+                            if RANK_KEY.fullmatch(rank) and isinstance(info, dict)]
     frame = pd.DataFrame.from_records(records, columns=[*COMM_COLUMNS, *LINK_COLUMNS])
     frame["step"] = frame["step"].astype("Int64")
     return frame
@@ -82,7 +88,7 @@ def read_rank(path: Path) -> list[RankData]:
     """One RankData per rank of the cluster (no kernels, steps and communication only)."""
     steps = _read_steps(path / STEPS)
     comm_file = path / COMM
-    comm = _read_comm(comm_file) if comm_file.is_file() else None
+    comm = _read_comm(comm_file) if present(comm_file) else None
     warnings = [] if comm is not None else [f"{path.name}: no {COMM}"]
     if comm is not None and len(comm):
         comm["comm_type"] = comm_types_of(comm["op_name"])

@@ -10,6 +10,9 @@ dictionary (categorical) columns.
 from __future__ import annotations
 
 import csv
+import functools
+import io
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +23,9 @@ import pyarrow.csv as pacsv
 
 from ..errors import InputError, SchemaError
 from ..schema import STAGE_FIELDS
+from ..settings import DEFAULT_SETTINGS
+from .derive import check_step_figures, drop_impossible_durations
+from .files import brief, open_binary, os_problem, require_file, size_text
 
 # canonical field -> accepted headers, kernel_details first, op_summary second.
 KERNEL_HEADERS = {
@@ -51,15 +57,54 @@ NULLS = ["", "N/A", "NA", "null", "NULL"]
 
 
 def read_header(path: Path) -> list[str]:
-    """Return the header row of a CSV file; raise InputError when there is none."""
+    """Return the header row of a CSV file; raise InputError when there is none.
+
+    Only the first ``max_header_bytes`` are read: a file without a line break is not
+    read whole as one header. The answer is kept per (file, size, mtime), so the several
+    readers that ask for one file's header open it once.
+    """
     try:
-        with open(path, newline="", encoding="utf-8-sig", errors="replace") as handle:
-            header = next(csv.reader(handle), None)
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+        stat = path.stat()
+    except OSError:
+        return list(_read_header(path))  # let the open report the problem
+    return list(_cached_header(str(path), stat.st_size, stat.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_header(path: str, size: int, mtime_ns: int) -> tuple[str, ...]:
+    return _read_header(Path(path))
+
+
+def _read_header(path: Path) -> tuple[str, ...]:
+    limit = DEFAULT_SETTINGS.max_header_bytes
+    with open_binary(path) as handle:
+        try:
+            head = handle.read(limit)
+        except OSError as exc:
+            raise InputError(path, f"cannot read: {os_problem(exc)}") from None
+    text = head.decode("utf-8-sig", errors="replace")
+    if len(head) == limit and "\n" not in text:
+        raise InputError(path, f"no header line in the first {size_text(limit)} "
+                               "(not a CSV export?)")
+    try:
+        header = next(csv.reader(io.StringIO(text)), None)
+    except csv.Error as exc:
+        raise InputError(path, f"malformed CSV header: {exc}") from None
     if not header or not any(h.strip() for h in header):
         raise InputError(path, "empty file (no header row)")
-    return [h.strip() for h in header]
+    return tuple(h.strip() for h in header)
+
+
+def check_unique(path: Path, header: list[str], wanted) -> None:
+    """InputError when a column to be read appears more than once in the header.
+
+    Which of two ``Duration(us)`` columns holds the durations cannot be known, and
+    quietly taking the first would give an answer nobody could check.
+    """
+    for name in wanted:
+        if header.count(name) > 1:
+            raise InputError(path, f"column {brief(repr(name))} appears {header.count(name)} "
+                                   "times in the header; which one to read is ambiguous")
 
 
 def _pick(header: list[str], aliases: dict[str, tuple[str, ...]]) -> dict[str, str]:
@@ -80,27 +125,22 @@ def read_csv_columns(path: Path, columns: dict[str, str],
 
     Fields named in ``dictionary`` come back as pandas categoricals, those in ``numeric``
     as float64 (parsed by Arrow; a bad value makes the caller retry as text to name the
-    row), the rest as strings.
+    row), the rest as strings. The header is the one ``read_header`` parsed (names
+    stripped), so both agree on what each column is called; a header naming a wanted
+    column twice is refused.
     """
-    types = {header: (pa.dictionary(pa.int32(), pa.string()) if field in dictionary
-                      else pa.float64() if field in numeric
-                      else pa.string()) for field, header in columns.items()}
+    header = read_header(path)
+    check_unique(path, header, columns.values())
+    size = require_file(path)
+    types = {name: (pa.dictionary(pa.int32(), pa.string()) if field in dictionary
+                    else pa.float64() if field in numeric
+                    else pa.string()) for field, name in columns.items()}
     convert = pacsv.ConvertOptions(include_columns=list(columns.values()), column_types=types,
                                    null_values=NULLS, strings_can_be_null=True)
-    read = pacsv.ReadOptions(block_size=1 << 24)
-    bad_rows: list[str] = []
-
-    def skip(row) -> str:
-        bad_rows.append(row.text or "")
-        return "skip"
-
-    parse = pacsv.ParseOptions(invalid_row_handler=skip)
-    try:
-        table = pacsv.read_csv(path, read_options=read, parse_options=parse,
-                               convert_options=convert)
-    except (pa.ArrowInvalid, OSError) as exc:
-        message = str(exc).splitlines()[0]
-        raise InputError(path, f"truncated or malformed CSV: {message}") from None
+    skipper = _RowSkipper()
+    parse = pacsv.ParseOptions(invalid_row_handler=skipper)
+    table = _read_table(path, size, header, parse, convert, skipper.rows)
+    bad_rows = skipper.rows
     if bad_rows and _is_truncated(path, bad_rows[-1]):
         raise InputError(path, "truncated CSV: the last row is cut short")
     frame = table.to_pandas()
@@ -108,9 +148,65 @@ def read_csv_columns(path: Path, columns: dict[str, str],
     return frame.rename(columns={header: field for field, header in columns.items()})
 
 
+class _RowSkipper:
+    """pyarrow's invalid_row_handler: skip rows of the wrong width, keep their text."""
+
+    def __init__(self):
+        self.rows: list[str] = []
+
+    def __call__(self, row) -> str:
+        self.rows.append(row.text or "")
+        return "skip"
+
+
+def _quiet_undecodable_rows(unraisable, previous=sys.unraisablehook) -> None:
+    """Drop pyarrow's report of a malformed row that is not UTF-8; pass on all else.
+
+    pyarrow decodes such a row before calling the handler, prints the UnicodeDecodeError
+    as an "unraisable" traceback, then fails the read, which is reported in one line.
+    """
+    if isinstance(unraisable.object, _RowSkipper) and \
+            isinstance(unraisable.exc_value, UnicodeDecodeError):
+        return
+    previous(unraisable)
+
+
+sys.unraisablehook = _quiet_undecodable_rows
+
+BLOCK_BYTES = 1 << 24  # pyarrow's CSV block; a row longer than a block is read again
+MAX_BLOCK_BYTES = (1 << 31) - 1  # pyarrow keeps the block size in an int32
+
+
+def _read_table(path: Path, size: int, header: list[str], parse, convert,
+                bad_rows: list[str]) -> pa.Table:
+    """Read the table with pyarrow, with a block as large as the file when one row needs it.
+
+    A valid CSV may hold a field of tens of MB (a long shape list); pyarrow then says a
+    row "straddles two block boundaries", which is no fault of the file.
+    """
+    block = BLOCK_BYTES
+    while True:
+        read = pacsv.ReadOptions(block_size=block, column_names=header, skip_rows=1)
+        try:
+            return pacsv.read_csv(path, read_options=read, parse_options=parse,
+                                  convert_options=convert)
+        except pa.ArrowException as exc:
+            message = " ".join(str(exc).split())
+            if "straddl" in message and block < min(size + 1, MAX_BLOCK_BYTES):
+                block = min(max(block * 4, size + 1), MAX_BLOCK_BYTES)
+                bad_rows.clear()
+                continue
+            if isinstance(exc, OSError):
+                raise InputError(path, f"cannot read: {brief(message, 200)}") from None
+            raise InputError(path, f"truncated or malformed CSV: {brief(message, 200)}") \
+                from None
+        except OSError as exc:
+            raise InputError(path, f"cannot read: {os_problem(exc)}") from None
+
+
 def _is_truncated(path: Path, last_bad_row: str) -> bool:
     """A malformed row that is the file's unterminated last line means a cut-off file."""
-    with open(path, "rb") as handle:
+    with open_binary(path) as handle:
         handle.seek(0, 2)
         size = handle.tell()
         handle.seek(max(0, size - 65536))
@@ -121,35 +217,74 @@ def _is_truncated(path: Path, last_bad_row: str) -> bool:
         last_bad_row.rstrip("\r")
 
 
+MAX_WHOLE_US = np.iinfo(np.int64).max // 1000  # larger µs overflow int64 ns
+
+
 def parse_us_to_ns(values: pd.Series, path: Path, column: str) -> np.ndarray:
     r"""Parse µs timestamps written as text (``"1736413971558972.912\\t"``) into int64 ns.
 
     Text is split at the decimal point so that 16 integer digits plus 3 decimals
-    survive, which a float64 would not hold.
+    survive, which a float64 would not hold. Scientific notation (``1.69512E+15``) is
+    refused: a spreadsheet writes it when it re-saves the file, keeping 6 digits, so
+    every start of a run collapses onto a few instants and every overlap is wrong.
     """
+    trimmed = pc.utf8_trim_whitespace(pa.array(values, type=pa.string()))
+    scientific = pc.fill_null(pc.match_substring_regex(trimmed, "[eE]"), False)
+    if pc.any(scientific).as_py():
+        row = int(np.flatnonzero(scientific.to_numpy(zero_copy_only=False))[0])
+        raise InputError(path, f"{column} is in scientific notation "
+                               f"({brief(repr(values.iloc[row]), 40)} at row {row + 2}): the "
+                               "file looks re-saved by a spreadsheet, which rounds timestamps; "
+                               "use the profiler's own export")
     try:  # fast path: exact decimal parsing in Arrow
-        trimmed = pc.utf8_trim_whitespace(pa.array(values, type=pa.string()))
         scaled = pc.multiply(pc.cast(trimmed, pa.decimal128(23, 3)),
                              pa.scalar(1000, pa.decimal128(4, 0)))
         parsed = pc.cast(scaled, pa.int64())
         if parsed.null_count == 0:
             return parsed.to_numpy(zero_copy_only=False)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+    except pa.ArrowException:
         pass  # odd precision or bad text: the slow path below parses or names the row
     text = values.astype("string").str.strip()
-    parts = text.str.split(".", n=1, expand=True, regex=False)
-    whole = pd.to_numeric(parts[0], errors="coerce")
-    if parts.shape[1] > 1:
-        frac_text = parts[1].fillna("").str.pad(3, side="right", fillchar="0").str.slice(0, 3)
-        frac = pd.to_numeric(frac_text, errors="coerce")
-    else:
-        frac = pd.Series(0, index=text.index)
-    bad = whole.isna() | frac.isna()
-    if bad.any():
-        row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise SchemaError(path, f"{column} is not a number ({values.iloc[row]!r})",
+    valid = text.str.fullmatch(r"-?\d{1,16}(?:\.\d*)?").fillna(False).to_numpy(bool)
+    if valid.all():
+        parts = text.str.split(".", n=1, expand=True, regex=False)
+        whole = pd.to_numeric(parts[0]).to_numpy(np.int64)
+        frac_text = (parts[1].fillna("") if parts.shape[1] > 1
+                     else pd.Series("", index=text.index, dtype="string"))
+        frac = pd.to_numeric(frac_text.str.pad(3, side="right", fillchar="0")
+                             .str.slice(0, 3)).to_numpy(np.int64)
+        valid = np.abs(whole) <= MAX_WHOLE_US
+        if valid.all():
+            return whole * 1000 + np.where(whole < 0, -frac, frac)
+    row = int(np.flatnonzero(~valid)[0])
+    raise SchemaError(path, f"{column} is not a number of µs "
+                            f"({brief(repr(values.iloc[row]), 40)})", where=f"row {row + 2}")
+
+
+def integer_ids(values, path: Path, header: str) -> pd.arrays.IntegerArray:
+    """Step or device ids as Int64: text that is no number is <NA>, a fraction refused."""
+    if values is None:
+        return None
+    numbers = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(np.float64)
+    missing = np.isnan(numbers)
+    whole = missing | ((numbers == np.round(numbers)) & (np.abs(numbers) < 2.0 ** 53))
+    if not whole.all():
+        row = int(np.flatnonzero(~whole)[0])
+        raise SchemaError(path, f"{header} is not an integer "
+                                f"({brief(repr(pd.Series(values).iloc[row]), 40)})",
                           where=f"row {row + 2}")
-    return whole.to_numpy(np.int64) * 1000 + frac.to_numpy(np.int64)
+    out = pd.array(np.where(missing, 0, numbers).astype(np.int64), dtype="Int64")
+    out[missing] = pd.NA
+    return out
+
+
+def _check_starts(frame: pd.DataFrame, path: Path, column: str) -> None:
+    """All rows at one instant: the starts lost their precision (re-saved elsewhere)."""
+    start = frame["start_ns"].to_numpy()
+    if len(start) > 2 and start.min() == start.max():
+        raise InputError(path, f"all {len(start)} rows have the same {column}: the "
+                               "timestamps lost their precision (re-saved by a spreadsheet?); "
+                               "use the profiler's own export")
 
 
 def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
@@ -165,7 +300,8 @@ def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
     missing = [KERNEL_HEADERS[f][0] for f in REQUIRED if f not in picked]
     if missing:
         raise SchemaError(path, f"missing column(s) {', '.join(missing)}; header is "
-                                f"{','.join(header[:8])}{',…' if len(header) > 8 else ''}")
+                                f"{brief(','.join(header[:8]), 160)}"
+                                f"{',…' if len(header) > 8 else ''}")
     try:
         frame = read_csv_columns(path, picked, DICTIONARY_FIELDS, numeric=("dur_us", "step"))
     except InputError:  # a non-numeric value: read as text so the message names the row
@@ -177,12 +313,15 @@ def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
         warnings.append(f"{path.name}: {frame.attrs['skipped_rows']} malformed row(s) "
                         "(wrong number of fields) skipped")
     frame["start_ns"] = parse_us_to_ns(frame.pop("start"), path, picked["start"])
-    frame["dur_us"] = pd.to_numeric(frame["dur_us"], errors="coerce")
+    _check_starts(frame, path, picked["start"])
+    frame["dur_us"] = pd.to_numeric(frame["dur_us"], errors="coerce").astype("float64")
     if frame["dur_us"].isna().any():
         row = int(np.flatnonzero(frame["dur_us"].isna().to_numpy())[0])
         raise SchemaError(path, f"{picked['dur_us']} is not a number", where=f"row {row + 2}")
-    frame["step"] = pd.to_numeric(frame.get("step"), errors="coerce").astype("Int64") \
+    frame["step"] = integer_ids(frame["step"], path, picked["step"]) \
         if "step" in frame else pd.array([pd.NA] * len(frame), dtype="Int64")
+    frame, dropped = drop_impossible_durations(frame, path, picked["dur_us"])
+    warnings += dropped
     for field in ("op_type_raw", "core", "input_shapes", "input_dtypes"):
         if field not in frame:
             frame[field] = pd.Categorical([""] * len(frame))
@@ -212,8 +351,9 @@ def read_step_trace(path: Path) -> pd.DataFrame | None:
     for field in STAGE_FIELDS:
         frame[field] = pd.to_numeric(frame[field], errors="coerce").astype("float64") \
             if field in frame else np.nan
-    frame["step"] = pd.to_numeric(frame.get("step"), errors="coerce").astype("Int64") \
+    frame["step"] = integer_ids(frame["step"], path, picked["step"]) \
         if "step" in frame else pd.array([pd.NA] * len(frame), dtype="Int64")
     if frame[list(needed)].isna().any().any():
         raise SchemaError(path, "non-numeric step figures")
+    check_step_figures(frame, path, {f: h for h, f in STEP_HEADERS.items()})
     return frame

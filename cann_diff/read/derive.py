@@ -6,9 +6,16 @@ and none of them has to import another only for a helper.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
+
+from ..errors import InputError, SchemaError
+from ..schema import STAGE_FIELDS
+from ..settings import DEFAULT_SETTINGS
+from .files import shown
 
 # msprof CHIP_TABLE: info.json ``platform_version`` -> chip (FORMATS.md §1.2).
 CHIP_TABLE = {"0": "Ascend310", "1": "Ascend910A", "4": "Ascend310P", "5": "Ascend910B",
@@ -113,3 +120,102 @@ def as_category(values) -> pd.Categorical:
     """Text values as a categorical with ``""`` for missing (readers hand raw text on)."""
     series = pd.Series(values, dtype="object")
     return pd.Categorical(series.where(series.notna(), ""))
+
+
+def impossible_durations(start_ns: np.ndarray, dur_us: np.ndarray) -> np.ndarray:
+    """Mask of durations no device can have: negative, NaN, inf, or absurdly long.
+
+    Absurd is longer than ``max_duration_s`` (no capture lasts that long), or more than
+    ``absurd_duration_factor`` times the whole span (first start to last end) of all the
+    rows shorter than it. The longest row may well be what ends the run, so it is judged
+    against the run the other rows span; two equal broken cells still are (each is
+    judged by the strictly shorter rows), and a 1e300 µs cell never is summed.
+    """
+    dur = np.asarray(dur_us, dtype=np.float64)
+    bad = ~np.isfinite(dur) | (dur < 0) | (dur > DEFAULT_SETTINGS.max_duration_s * 1e6)
+    start_us = (np.asarray(start_ns, dtype=np.int64) // 1000).astype(np.float64)
+    order = np.flatnonzero(~bad)[np.argsort(dur[~bad], kind="stable")]
+    if len(order) < 2:
+        return bad
+    sorted_dur = dur[order]
+    first = np.minimum.accumulate(start_us[order])
+    last = np.maximum.accumulate(start_us[order] + sorted_dur)
+    shorter = np.searchsorted(sorted_dur, sorted_dur, side="left")  # rows strictly shorter
+    known = shorter > 0
+    span = np.where(known, last[np.maximum(shorter - 1, 0)] - first[np.maximum(shorter - 1, 0)],
+                    0.0)
+    absurd = known & (span > 0) & (sorted_dur > DEFAULT_SETTINGS.absurd_duration_factor * span)
+    bad[order[absurd]] = True
+    return bad
+
+
+def drop_impossible_durations(ops: pd.DataFrame, path: Path,
+                              column: str = "duration") -> tuple[pd.DataFrame, list[str]]:
+    """Leave out rows of impossible duration with a warning, or refuse a file of them.
+
+    ``ops`` holds ``start_ns`` and ``dur_us``. Returns the kept rows and the warnings;
+    an InputError when more than ``max_bad_duration_share`` of the rows are impossible
+    (then the column itself is broken, not a few cells).
+    """
+    bad = impossible_durations(ops["start_ns"].to_numpy(), ops["dur_us"].to_numpy())
+    count = int(bad.sum())
+    if count == 0:
+        return ops, []
+    dur = ops["dur_us"].to_numpy(dtype=np.float64)
+    kinds = [name for name, mask in (("negative", dur < 0), ("NaN", np.isnan(dur)),
+                                     ("infinite", np.isinf(dur)))
+             if mask.any()]
+    longer = bad & np.isfinite(dur) & (dur >= 0)
+    if longer.any():
+        kinds.append(f"absurdly long, up to {float(dur[longer].max()):.4g} µs")
+    what = ", ".join(kinds)
+    if count > DEFAULT_SETTINGS.max_bad_duration_share * len(ops):
+        raise InputError(path, f"{count} of {len(ops)} rows have an impossible {column} "
+                               f"({what}): the column is broken")
+    warning = (f"{shown(path)}: {count} of {len(ops)} rows left out for an impossible "
+               f"{column} ({what})")
+    return ops[~bad].reset_index(drop=True), [warning]
+
+
+# Step figures that are lengths of time; Free and Bubble are differences and may dip below 0.
+NON_NEGATIVE = ("computing", "communication_not_overlapped", "overlapped", "communication",
+                "stage", "preparing")
+
+
+def check_step_figures(frame: pd.DataFrame, path: Path, headers: dict[str, str]) -> None:
+    """Refuse infinite figures and negative lengths of time: they would be summed as is."""
+    for field in STAGE_FIELDS:
+        values = frame[field].to_numpy(np.float64) if field in frame else np.array([])
+        wrong = np.isinf(values) | ((values < 0) if field in NON_NEGATIVE else False)
+        if wrong.any():
+            row = int(np.flatnonzero(wrong)[0])
+            raise SchemaError(path, f"{headers.get(field, field)} is {values[row]:g}, not a "
+                                    "finite length of time", where=f"row {row + 2}")
+
+
+def check_comm_times(frame: pd.DataFrame, path: Path, columns) -> None:
+    """Refuse communication times or sizes that are infinite, NaN or negative."""
+    for column in columns:
+        values = pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64)
+        wrong = ~np.isfinite(values) | (values < 0)
+        if wrong.any():
+            row = int(np.flatnonzero(wrong)[0])
+            raise SchemaError(path, f"{column} is {values[row]:g}, not a finite "
+                                    "non-negative number", where=f"row {row + 1}")
+
+
+def ids_or_na(values) -> pd.arrays.IntegerArray:
+    """Integer ids or ns timestamps as Int64, exact; anything not a whole int64 is <NA>.
+
+    Parsed with nullable dtypes so that 19-digit ns timestamps never pass through a
+    float64 (which keeps only 16 digits).
+    """
+    series = values if isinstance(values, pd.Series) else pd.Series(values, dtype=object)
+    numbers = pd.to_numeric(series, errors="coerce", dtype_backend="numpy_nullable")
+    if pd.api.types.is_signed_integer_dtype(numbers.dtype):
+        return numbers.astype("Int64").array
+    floats = numbers.astype("Float64").to_numpy(np.float64, na_value=np.nan)
+    whole = np.isfinite(floats) & (floats == np.round(floats)) & (np.abs(floats) < 2.0 ** 62)
+    out = pd.array(np.where(whole, floats, 0).astype(np.int64), dtype="Int64")
+    out[~whole] = pd.NA
+    return out

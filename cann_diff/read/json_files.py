@@ -12,6 +12,7 @@ import pandas as pd
 from ..errors import InputError, SchemaError
 from ..schema import COMM_COLUMNS
 from .canonical import canonical_names
+from .files import brief, check_depth, json_problem, read_bytes
 
 LINK_TYPES = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
 TIME_FIELDS = {
@@ -25,33 +26,49 @@ LINK_COLUMNS = tuple(f"{link.lower()}_{what}" for link in LINK_TYPES for what in
 
 
 def load_json(path: Path):
-    """Parse a JSON file; a truncated or invalid file is an InputError naming it."""
+    """Parse a JSON file; anything unusable is an InputError naming it in one line.
+
+    Not a regular file, nested too deep, truncated, not UTF-8: all refused. The nesting
+    is checked on the bytes first, since Python's parser recurses once per level.
+    """
+    data = read_bytes(path)
+    check_depth(path, data)
     try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    del data  # the parse holds the text and its objects, not the bytes too
+    try:
+        return json.loads(text)
+    except RecursionError:  # only reachable with a limit above the interpreter's own
+        raise InputError(path, "JSON nested too deeply to parse") from None
     except ValueError as exc:
-        raise InputError(path, f"truncated or invalid JSON: {exc}") from None
+        raise InputError(path, f"truncated or invalid JSON: {json_problem(exc)}") from None
 
 
 def _step_number(key: str) -> int | None:
-    match = re.fullmatch(r"step(\d+)", key)
+    match = re.fullmatch(r"step(\d{1,9})", key, flags=re.ASCII)
     return int(match.group(1)) if match else None
 
 
 def _number(path: Path, key: str, field: str, value) -> float:
+    """A time (ms) or size (MB) of communication.json: a finite number ≥ 0 or refused."""
     try:
-        return float(value or 0.0)
-    except (TypeError, ValueError):
-        raise SchemaError(path, f"{key}: {field} is not a number ({value!r})") from None
+        number = float(value or 0.0)
+    except (TypeError, ValueError, OverflowError):
+        raise SchemaError(path, f"{brief(key)}: {field} is not a number "
+                                f"({brief(repr(value), 40)})") from None
+    if not np.isfinite(number) or number < 0:
+        raise SchemaError(path, f"{brief(key)}: {field} is {brief(repr(value), 40)}, not a "
+                                "finite non-negative number")
+    return number
 
 
 def _op_record(path: Path, rank: int, step: int | None, key: str, info: dict) -> dict:
     times = info.get("Communication Time Info", {})
     links = info.get("Communication Bandwidth Info", {})
     if not isinstance(times, dict) or not isinstance(links, dict):
-        raise SchemaError(path, f"{key}: time and bandwidth info must be objects")
+        raise SchemaError(path, f"{brief(key)}: time and bandwidth info must be objects")
     name, _, group = key.partition("@")
     record = {"rank": rank, "step": step, "op_name": name, "group": group}
     for source, target in TIME_FIELDS.items():
@@ -59,7 +76,7 @@ def _op_record(path: Path, rank: int, step: int | None, key: str, info: dict) ->
     for link in LINK_TYPES:
         values = links.get(link) or {}
         if not isinstance(values, dict):
-            raise SchemaError(path, f"{key}: {link} bandwidth info must be an object")
+            raise SchemaError(path, f"{brief(key)}: {link} bandwidth info must be an object")
         record[f"{link.lower()}_mb"] = _number(path, key, link, values.get("Transit Size(MB)"))
         record[f"{link.lower()}_us"] = _number(path, key, link,
                                                values.get("Transit Time(ms)")) * 1000
@@ -76,7 +93,8 @@ def read_communication(path: Path, rank: int) -> pd.DataFrame:
     records = []
     for step_key, kinds in data.items():
         if not isinstance(kinds, dict):
-            raise SchemaError(path, f"{step_key}: expected an object of p2p/collective ops")
+            raise SchemaError(path, f"{brief(step_key)}: expected an object of p2p/collective "
+                                    "ops")
         step = _step_number(step_key)
         for ops in kinds.values():
             if not isinstance(ops, dict):
@@ -103,10 +121,11 @@ def read_profiler_info(path: Path) -> dict:
     data = load_json(path)
     if not isinstance(data, dict):
         raise SchemaError(path, "expected a JSON object")
-    match = re.fullmatch(r"profiler_info_(\d+)\.json", path.name)
+    match = re.fullmatch(r"profiler_info_(\d{1,9})\.json", path.name, flags=re.ASCII)
     rank = int(match.group(1)) if match else None
-    if rank is None and str(data.get("rank_id", "")).strip().lstrip("-").isdigit():
-        rank = int(data["rank_id"])
+    rank_id = re.fullmatch(r"\s*(\d{1,9})\s*", str(data.get("rank_id", "")), flags=re.ASCII)
+    if rank is None and rank_id:  # -1 (not distributed) or junk leaves the rank unknown
+        rank = int(rank_id.group(1))
     config = data.get("config", {})
     if not isinstance(config, dict):
         raise SchemaError(path, "'config' must be an object")

@@ -40,9 +40,7 @@ Quirks handled here and nowhere else (REALDATA.md, FORMATS.md §10):
 from __future__ import annotations
 
 import sqlite3
-import zlib
 from pathlib import Path
-from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -50,6 +48,8 @@ import pandas as pd
 from ..errors import InputError, SchemaError
 from .canonical import copy_direction
 from .csv_files import read_csv_columns, read_header
+from .files import DepthGuard, brief
+from .sqlite_db import DB_ERRORS, open_readonly, sqlite_problem
 
 MEMORY_RECORD = "memory_record.csv"
 OPERATOR_MEMORY = "operator_memory.csv"
@@ -108,21 +108,29 @@ def _columns(path: Path, aliases: dict[str, tuple[str, ...]],
     missing = [aliases[f][0] for f in required if f not in picked]
     if missing:
         raise SchemaError(path, f"missing column(s) {', '.join(missing)}; header is "
-                                f"{','.join(header[:8])}{',…' if len(header) > 8 else ''}")
+                                f"{brief(','.join(header[:8]), 160)}"
+                                f"{',…' if len(header) > 8 else ''}")
     return picked
 
 
 def _numbers(frame: pd.DataFrame, field: str, path: Path, header: str,
              required: bool) -> pd.Series:
-    """Parse a text column as float; empty cells are NaN unless ``required``."""
+    """Parse a text column of sizes or times as float; empty cells are NaN unless ``required``.
+
+    Negative and infinite values are refused: no size or time of a sample is either,
+    and a peak or a sum would carry them into the report as they are.
+    """
     text = frame[field].astype("string").str.strip()
     values = pd.to_numeric(text, errors="coerce").astype("float64")
     blank = text.isna() | (text == "")
-    bad = values.isna() & (~blank | required)
+    bad = (values.isna() & (~blank | required)) | np.isinf(values) | (values < 0)
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
         shown = frame[field].iloc[row]
-        what = "is empty" if blank.iloc[row] else f"is not a number ({shown!r})"
+        what = ("is empty" if blank.iloc[row] else
+                f"is {brief(repr(shown), 40)}, not a finite number ≥ 0"
+                if pd.notna(values.iloc[row]) else
+                f"is not a number ({brief(repr(shown), 40)})")
         raise SchemaError(path, f"{header} {what}", where=f"row {row + 2}")
     return values
 
@@ -185,12 +193,12 @@ def read_npu_module_mem(path: Path) -> tuple[pd.DataFrame, list[str]]:
 
 
 def open_db(path: Path) -> sqlite3.Connection:
-    """Open a profiler db read-only and immutable: never lock, write or journal it."""
-    uri = f"file:{quote(path.resolve().as_posix())}?mode=ro&immutable=1"
-    try:
-        return sqlite3.connect(uri, uri=True)
-    except sqlite3.Error as exc:
-        raise InputError(path, f"cannot open the database: {exc}") from None
+    """Open a profiler db read-only, never locking, writing or journaling it.
+
+    The kernel reader's opening (sqlite_db.open_readonly): only a regular file, and a
+    db with a pending ``-wal`` read through a private copy rather than stale.
+    """
+    return open_readonly(path)
 
 
 def db_tables(connection: sqlite3.Connection, path: Path) -> set[str]:
@@ -198,17 +206,18 @@ def db_tables(connection: sqlite3.Connection, path: Path) -> set[str]:
     try:
         rows = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         return {name for (name,) in rows.fetchall()}
-    except sqlite3.DatabaseError as exc:
-        raise InputError(path, f"not a readable SQLite database: {exc}") from None
+    except DB_ERRORS as exc:
+        raise InputError(path, f"not a readable SQLite database: {sqlite_problem(exc)}") \
+            from None
 
 
 def _query(connection: sqlite3.Connection, path: Path, table: str, sql: str) -> pd.DataFrame:
     try:
         return pd.read_sql_query(sql, connection)
     except sqlite3.OperationalError as exc:  # a column or joined table is missing
-        raise SchemaError(path, f"table {table}: {exc}") from None
-    except sqlite3.DatabaseError as exc:
-        raise InputError(path, f"table {table} is unreadable: {exc}") from None
+        raise SchemaError(path, f"table {table}: {sqlite_problem(exc)}") from None
+    except DB_ERRORS as exc:
+        raise InputError(path, f"table {table} is unreadable: {sqlite_problem(exc)}") from None
 
 
 def _floats(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -317,7 +326,7 @@ def read_db_hbm(connection: sqlite3.Connection, path: Path) -> pd.DataFrame:
         FROM HBM h LEFT JOIN STRING_IDS s ON s.id = h.type""")
     frame["gbps"] = pd.to_numeric(frame["bps"], errors="coerce").astype("float64") \
         * DB_BPS_TO_GBPS
-    return _hbm_totals(frame.dropna(subset=["gbps", "stamp"]))
+    return _hbm_totals(frame[_possible(frame) & frame["stamp"].notna().to_numpy()])
 
 
 def read_trace_hbm(path: Path) -> pd.DataFrame:
@@ -329,7 +338,7 @@ def read_trace_hbm(path: Path) -> pd.DataFrame:
     """
     import ijson
 
-    from .trace_events import CHUNK, _first_chunk, _open
+    from .trace_events import CHUNK, _first_chunk, _open, raise_stream_error
 
     pids, names, stamps, values, processes = [], [], [], [], {}
     try:
@@ -339,14 +348,16 @@ def read_trace_hbm(path: Path) -> pd.DataFrame:
             if form not in (b"[", b"{"):
                 raise InputError(path, "not a trace: expected a JSON array of events")
             prefix = "item" if form == b"[" else "traceEvents.item"
-            stream = _Prepend(handle, first)
+            stream = _Prepend(handle, first, path)
             for event in ijson.items(stream, prefix, buf_size=CHUNK, use_float=True):
                 if not isinstance(event, dict):
                     continue
                 ph = event.get("ph")
                 if ph == "C":
                     args = event.get("args")
-                    number = next((v for v in args.values() if isinstance(v, (int, float))),
+                    # A finite float only: 10**400 or a bool is no bandwidth sample.
+                    number = next((v for v in args.values() if v.__class__ is float
+                                   or (v.__class__ is int and abs(v) < 2 ** 63)),
                                   None) if isinstance(args, dict) else None
                     if number is None or event.get("ts") is None:
                         continue
@@ -357,10 +368,8 @@ def read_trace_hbm(path: Path) -> pd.DataFrame:
                 elif ph == "M" and event.get("name") == "process_name":
                     args = event.get("args") if isinstance(event.get("args"), dict) else {}
                     processes[str(event.get("pid"))] = str(args.get("name", ""))
-    except ijson.JSONError as exc:
-        raise InputError(path, f"truncated or invalid JSON: {exc}") from None
-    except (OSError, EOFError, zlib.error) as exc:
-        raise InputError(path, f"cannot read (corrupt or truncated?): {exc}") from None
+    except BaseException as exc:
+        raise_stream_error(path, exc)
     hbm = {pid for pid, name in processes.items() if name == HBM_PROCESS}
     frame = pd.DataFrame({"pid": pids, "name": names, "stamp": stamps, "value": values})
     frame = frame[frame["pid"].isin(hbm).to_numpy()]
@@ -371,14 +380,25 @@ def read_trace_hbm(path: Path) -> pd.DataFrame:
     out = pd.DataFrame({"device": 0, "direction": parts[1] if 1 in parts else "",
                         "stamp": frame["stamp"], "time_us": time_us,
                         "gbps": frame["value"] * TRACE_MBPS_TO_GBPS})
-    return _hbm_totals(out.dropna(subset=["time_us"]))
+    return _hbm_totals(out[_possible(out)])
+
+
+def _possible(samples: pd.DataFrame) -> np.ndarray:
+    """Bandwidth samples with a time and a finite rate ≥ 0 (others are broken cells)."""
+    gbps = samples["gbps"].to_numpy(np.float64)
+    return samples["time_us"].notna().to_numpy() & np.isfinite(gbps) & (gbps >= 0)
 
 
 class _Prepend:
-    """File wrapper that hands over an already-read first chunk before the rest."""
+    """File wrapper that hands over an already-read first chunk before the rest.
 
-    def __init__(self, handle, first: bytes):
+    Every chunk passes a DepthGuard first: ijson's memory grows with the nesting squared.
+    """
+
+    def __init__(self, handle, first: bytes, path: Path):
         self.handle, self.pending = handle, first
+        self.guard = DepthGuard(path)
+        self.guard.feed(first)
 
     def read(self, size: int = -1) -> bytes:
         if size == 0:
@@ -386,4 +406,6 @@ class _Prepend:
         if self.pending:
             data, self.pending = self.pending, b""
             return data
-        return self.handle.read(size)
+        data = self.handle.read(size)
+        self.guard.feed(data)
+        return data

@@ -15,7 +15,6 @@ the whole capture is one unit (step <NA>) unless op_summary carries a Step Id.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -26,6 +25,8 @@ from . import sqlite_db, trace_json
 from .base import RankData
 from .csv_files import read_kernel_table
 from .derive import CHIP_TABLE, concat_frames
+from .files import brief, is_directory, list_dir, present, shown
+from .json_files import load_json
 
 FORMAT = "msprof"
 PROF_DIR = re.compile(r"^PROF_\d+_\d+_[0-9a-zA-Z]+$")
@@ -41,10 +42,10 @@ COPY_MARKERS = r"MEMCPY|PCIE_DMA"
 
 def is_rank_dir(path: Path) -> bool:
     """True for a ``PROF_*`` directory (or its mindstudio_profiler_output)."""
-    if not path.is_dir():
+    if not is_directory(path):
         return False
     if path.name == OUTPUT:
-        return any(OP_SUMMARY.match(p.name) for p in path.iterdir())
+        return any(OP_SUMMARY.match(p.name) for p in list_dir(path))
     return bool(PROF_DIR.match(path.name))
 
 
@@ -53,29 +54,41 @@ def _prof_root(path: Path) -> Path:
 
 
 def _files(root: Path, folder_glob: str, pattern: re.Pattern) -> list[Path]:
-    return sorted(p for p in root.glob(folder_glob) if p.is_file() and pattern.match(p.name))
+    """Entries matching by name, of any kind.
+
+    One that is no regular file is refused when read, instead of skipped in silence.
+    """
+    return sorted(p for p in root.glob(folder_glob) if pattern.match(p.name) and present(p))
 
 
-def _read_info(root: Path) -> dict:
-    """Rank, chip and CANN version from host/info.json or device_*/info.json.*."""
+def _read_info(root: Path) -> tuple[dict, list[str]]:
+    """Rank, chip and CANN version from host/info.json or device_*/info.json.*, and warnings.
+
+    These files are optional metadata: a broken one (a FIFO, truncated JSON) loses only
+    labels, so it is a warning, not an error.
+    """
     info: dict = {}
-    for file in [root / "host" / "info.json", *sorted(root.glob("device_*/info.json.*"))]:
+    warnings = []
+    files = [root / "host" / "info.json", *sorted(root.glob("device_*/info.json.*"))]
+    for file in (f for f in files if present(f)):
         try:
-            data = json.loads(file.read_text("utf-8"))
-        except (OSError, ValueError):
-            continue  # info files are optional metadata; a bad one loses only labels
+            data = load_json(file)
+        except InputError as exc:
+            warnings.append(f"{shown(file)}: {exc.message}; rank, chip and CANN version "
+                            "not read from it")
+            continue
         if not isinstance(data, dict):
             continue
-        rank = str(data.get("rank_id", "")).strip()
-        if info.get("rank") is None and rank.isdigit():
-            info["rank"] = int(rank)
+        rank = re.fullmatch(r"\s*(\d{1,9})\s*", str(data.get("rank_id", "")), flags=re.ASCII)
+        if info.get("rank") is None and rank:
+            info["rank"] = int(rank.group(1))
         chip = CHIP_TABLE.get(str(data.get("platform_version", "")).strip())
         if chip:
             info.setdefault("device", chip)
         version = data.get("cannVersion") or data.get("cann_version")
         if version:
-            info.setdefault("cann_version", str(version))
-    return info
+            info.setdefault("cann_version", brief(" ".join(str(version).split()), 60))
+    return info, warnings
 
 
 def _mark_copies(ops: pd.DataFrame) -> pd.DataFrame:
@@ -103,10 +116,14 @@ def read_op_summaries(files: list[Path]) -> tuple[pd.DataFrame, list[str]]:
     return _mark_copies(ops.reset_index(drop=True)), warnings
 
 
-def read_timelines(files: list[Path]) -> pd.DataFrame:
-    """Operators from msprof timeline JSON slices (copies kept as MEMCPY_ASYNC)."""
-    frames = [trace_json.read_events(file, include_memcpy=True)[0] for file in files]
-    return concat_frames(frames).sort_values("start_ns", kind="stable")
+def read_timelines(files: list[Path]) -> tuple[pd.DataFrame, list[str]]:
+    """Operators from msprof timeline JSON slices (copies kept as MEMCPY_ASYNC), warnings."""
+    frames, warnings = [], []
+    for file in files:
+        ops, _, _, found = trace_json.read_events(file, include_memcpy=True)
+        frames.append(ops)
+        warnings += found
+    return concat_frames(frames).sort_values("start_ns", kind="stable"), warnings
 
 
 def _timeline_files(root: Path) -> list[Path]:
@@ -128,27 +145,28 @@ def _db_file(root: Path) -> Path | None:
 def read_rank(path: Path) -> RankData:
     """Read one PROF directory; InputError names the files looked for when none is there."""
     root = _prof_root(path)
-    info = _read_info(root)
+    info, warnings = _read_info(root)
     db = _db_file(root)
     if db is not None:
         data = sqlite_db.read_db_file(db)
         data.info = {**info, **{k: v for k, v in data.info.items() if v is not None}}
         data.format, data.source = FORMAT, root
         data.rank = info.get("rank", data.rank)
+        data.warnings = warnings + data.warnings
         return data
     summaries = _files(root, f"{OUTPUT}/*.csv", OP_SUMMARY) or \
         _files(root, "device_*/summary/*.csv", OP_SUMMARY)
-    warnings = []
     if summaries:
-        ops, warnings = read_op_summaries(summaries)
+        ops, found = read_op_summaries(summaries)
     else:
         timelines = _timeline_files(root)
         if not timelines:
             raise InputError(root, f"msprof directory without exported data: looked for "
                                    f"{LOOKED_FOR}; run `msprof --export=on` first")
-        ops = read_timelines(timelines)
-        warnings.append(f"{root.name}: read from timeline JSON (no op_summary); no input "
-                        "shapes, operators are matched by type only")
+        ops, found = read_timelines(timelines)
+        found.append(f"{root.name}: read from timeline JSON (no op_summary); no input "
+                     "shapes, operators are matched by type only")
+    warnings += found
     if "device_id" in ops and ops["device_id"].nunique() > 1:
         warnings.append(f"{root.name}: several devices in one PROF directory are read as "
                         "one rank")

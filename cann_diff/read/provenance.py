@@ -45,8 +45,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..errors import InputError
+from ..errors import CannDiffError, InputError
 from .derive import CHIP_TABLE
+from .files import read_bytes
+from .json_files import load_json
 from .sqlite_db import MSPROF_DB, OUTPUT_DIR, connect, find_db, tables_of
 
 FACTS = ("cann", "torch_npu", "driver", "device", "device_count", "profiler_level",
@@ -120,7 +122,7 @@ def _utc(ns: float) -> str | None:
     """Unix time in ns as ISO 8601 UTC (``2025-01-09T08:28:04Z``); None when implausible."""
     try:
         seconds = float(ns) / 1e9
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     if not 946684800 < seconds < 4102444800:  # 2000 … 2100: anything else is not a date
         return None
@@ -128,9 +130,10 @@ def _utc(ns: float) -> str | None:
 
 
 def _json(path: Path):
+    """A JSON file's content, None when it is unusable (the format reader says why)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        return load_json(path)
+    except CannDiffError:
         return None
 
 
@@ -226,11 +229,16 @@ def _db(db: Path, found: _Found, label: str) -> None:
         return  # the format reader reports a broken db; here it costs only these facts
 
 
+END_INFO_LIMIT = 1 << 20  # bytes read of an end_info file
+
+
 def _end_info(path: Path):
     """An msprof ``end_info`` file: JSON in newer CANN, a Python-literal dict in older."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = read_bytes(path, END_INFO_LIMIT).decode("utf-8")
+    except (CannDiffError, OSError, UnicodeDecodeError):
+        return None
+    if len(text) >= END_INFO_LIMIT:  # an end_info is a few hundred bytes
         return None
     for parse in (json.loads, ast.literal_eval):
         try:

@@ -11,14 +11,20 @@ Kernels are TASK ⨝ COMPUTE_TASK_INFO with names resolved through STRING_IDS,
 large communication ops come from COMMUNICATION_OP, steps from STEP_TIME windows.
 Every file is opened through an ``immutable`` read-only URI: SQLite then takes no
 locks and writes no ``-wal``/``-shm`` files beside the input (the input may sit on
-a read-only share, and a diff tool must never touch what it compares).
+a read-only share, and a diff tool must never touch what it compares). ``immutable``
+also ignores a ``-wal`` or hot ``-journal`` left beside the db by a writer that did not
+finish (a profiler killed mid-export): the db would be read stale. Such a db is copied,
+with its journal, into a temporary directory and the copy is opened instead.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import sqlite3
-from contextlib import closing
+import tempfile
+import weakref
+from contextlib import closing, contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -29,7 +35,16 @@ from ..errors import InputError, SchemaError
 from ..schema import COMM_COLUMNS, STAGE_FIELDS
 from .base import RankData
 from .canonical import canonical_names
-from .derive import as_category, assign_steps, concat_frames
+from .derive import (
+    as_category,
+    assign_steps,
+    check_comm_times,
+    check_step_figures,
+    concat_frames,
+    drop_impossible_durations,
+    ids_or_na,
+)
+from .files import brief, is_directory, is_regular, os_problem, present, require_file
 from .json_files import LINK_COLUMNS, LINK_TYPES, read_profiler_info
 
 FORMAT = "ascend_db"
@@ -47,32 +62,125 @@ COMM_TIMES = {"elapse_time": "elapse_us", "transit_time": "transit_us",
               "idle_time": "idle_us"}
 
 
-def connect(path: Path) -> sqlite3.Connection:
-    """Open a SQLite file read-only and immutable; InputError if it is not a database."""
-    uri = f"file:{quote(str(path.resolve()), safe='/')}?mode=ro&immutable=1"
+# What a damaged db raises: sqlite3's errors, pandas' wrapper of them, and the
+# UnicodeDecodeError Python raises decoding an error message that quotes damaged bytes.
+DB_ERRORS = (sqlite3.Error, pd.errors.DatabaseError, UnicodeDecodeError)
+JOURNALS = ("-wal", "-journal")  # what a writer leaves beside a db it did not finish
+
+
+class _CopyConnection(sqlite3.Connection):
+    """A connection to a private copy of a db; closing it removes the copy."""
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            cleanup = getattr(self, "cleanup", None)
+            if cleanup is not None:
+                cleanup()
+
+
+def _uri(path: Path, options: str) -> str:
+    return f"file:{quote(str(path.resolve()), safe='/')}?{options}"
+
+
+def _pending_journals(path: Path) -> list[Path]:
+    """Non-empty ``-wal``/``-journal`` files beside ``path``: changes not yet in the db."""
+    journals = [Path(f"{path}{suffix}") for suffix in JOURNALS]
+    return [j for j in journals if is_regular(j) and j.stat().st_size > 0]
+
+
+def _open_copy(path: Path, journals: list[Path]) -> sqlite3.Connection:
+    """Copy the db and its journals to a temporary directory and open the copy.
+
+    Read-only first; a hot rollback journal needs a writable db to be rolled back,
+    which the private copy may be (the input is never written).
+    """
+    folder = Path(tempfile.mkdtemp(prefix="cann-diff-db-"))
     try:
-        conn = sqlite3.connect(uri, uri=True)
-        conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
-    except sqlite3.Error as exc:
-        raise InputError(path, f"not a readable SQLite database: {exc}") from None
+        copy = folder / path.name
+        shutil.copyfile(path, copy)
+        for journal in journals:
+            shutil.copyfile(journal, folder / f"{path.name}{journal.name[len(path.name):]}")
+        try:
+            conn = sqlite3.connect(_uri(copy, "mode=ro"), uri=True, factory=_CopyConnection)
+            conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.OperationalError:
+            conn = sqlite3.connect(_uri(copy, "mode=rw"), uri=True, factory=_CopyConnection)
+    except OSError as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise InputError(path, f"cannot copy the db with its {journals[0].name[len(path.name):]}"
+                               f" to a temporary directory: {os_problem(exc)}") from None
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    conn.cleanup = weakref.finalize(conn, shutil.rmtree, folder, ignore_errors=True)
     return conn
+
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a regular SQLite file that never writes beside it.
+
+    Not validated: the first query says whether the file is a database. A db with a
+    pending ``-wal``/``-journal`` is read through a private copy (module docstring).
+    """
+    require_file(path)
+    journals = _pending_journals(path)
+    try:
+        conn = _open_copy(path, journals) if journals else \
+            sqlite3.connect(_uri(path, "mode=ro&immutable=1"), uri=True)
+    except sqlite3.Error as exc:
+        raise InputError(path, f"cannot open the database: {sqlite_problem(exc)}") from None
+    # Text that is not UTF-8 (a damaged page) is read with U+FFFD, not raised mid-query.
+    conn.text_factory = _text
+    return conn
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+def sqlite_problem(exc: Exception) -> str:
+    """One line for a sqlite3 error."""
+    return brief(" ".join(str(exc).split()) or type(exc).__name__, 200)
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open a SQLite file read-only (see open_readonly); InputError if it is not a database."""
+    conn = open_readonly(path)
+    try:
+        conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+    except DB_ERRORS as exc:
+        conn.close()
+        raise InputError(path, f"not a readable SQLite database: {sqlite_problem(exc)}") \
+            from None
+    return conn
+
+
+def _quoted(name) -> str:
+    """A table name as an SQL identifier (a hostile name may hold quotes)."""
+    return '"' + str(name).replace('"', '""') + '"'
 
 
 def tables_of(conn: sqlite3.Connection) -> dict[str, set[str]]:
     """Table name -> column names."""
     names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-    return {n: {r[1] for r in conn.execute(f'PRAGMA table_info("{n}")')} for n in names}
+    return {n: {r[1] for r in conn.execute(f"PRAGMA table_info({_quoted(n)})")} for n in names}
 
 
 def find_db(path: Path) -> Path | None:
-    """The profiler db of a rank directory (or the db file itself), else None."""
-    if path.is_file():
+    """The profiler db of a rank directory (or the db file itself), else None.
+
+    Found by name, whatever the entry is: a FIFO or directory of that name is then
+    refused when opened, instead of blocking or being passed over.
+    """
+    if is_regular(path):
         return path if DB_NAME.match(path.name) or MSPROF_DB.match(path.name) else None
-    if not path.is_dir():
+    if not is_directory(path):
         return None
     for folder in (path, path / OUTPUT_DIR):
         found = sorted(p for p in folder.glob("*.db") if DB_NAME.match(p.name)) \
-            if folder.is_dir() else []
+            if is_directory(folder) else []
         if found:
             return found[0]
     return None
@@ -83,7 +191,7 @@ def has_kernels(db: Path) -> bool:
     try:
         with closing(connect(db)) as conn:
             return "COMPUTE_TASK_INFO" in tables_of(conn)
-    except InputError:
+    except (InputError, *DB_ERRORS):
         return True  # let read_rank report the broken file instead of skipping it
 
 
@@ -96,13 +204,13 @@ def is_rank_dir(path: Path) -> bool:
     db = find_db(path)
     if db is None:
         return False
-    return has_kernels(db) or not (db.parent / "kernel_details.csv").is_file()
+    return has_kernels(db) or not present(db.parent / "kernel_details.csv")
 
 
 def _query(conn: sqlite3.Connection, sql: str, path: Path) -> pd.DataFrame:
     try:
         return pd.read_sql_query(sql, conn)
-    except (sqlite3.Error, pd.errors.DatabaseError) as exc:
+    except DB_ERRORS as exc:
         raise SchemaError(path, f"query failed: {exc}") from None
 
 
@@ -186,7 +294,8 @@ def step_windows(conn: sqlite3.Connection, tables: dict[str, set[str]],
         return pd.DataFrame({"step": [], "start_ns": [], "end_ns": []}, dtype="int64")
     frame = _query(conn, "SELECT id AS step, startNs AS start_ns, endNs AS end_ns "
                          "FROM STEP_TIME ORDER BY startNs", path)
-    return frame.dropna().astype("int64")
+    ids = pd.DataFrame({c: ids_or_na(frame[c]) for c in ("step", "start_ns", "end_ns")})
+    return ids.dropna().astype("int64")
 
 
 def _to_ops(frames: list[pd.DataFrame | None], windows: pd.DataFrame,
@@ -196,15 +305,20 @@ def _to_ops(frames: list[pd.DataFrame | None], windows: pd.DataFrame,
     if not frames:
         raise InputError(path, "no kernel rows in COMPUTE_TASK_INFO/COMMUNICATION_OP")
     ops = concat_frames(frames)
-    for column in ("start_ns", "end_ns"):
-        ops[column] = pd.to_numeric(ops[column], errors="coerce")
-    if ops[["start_ns", "end_ns"]].isna().any().any():
-        raise SchemaError(path, "TASK/COMMUNICATION_OP rows without integer startNs/endNs")
+    start, end = (pd.Series(ids_or_na(ops[c])) for c in ("start_ns", "end_ns"))
+    if start.isna().any():
+        raise SchemaError(path, "TASK/COMMUNICATION_OP rows without integer startNs")
+    # ns since the epoch lie in [0, 2**62): outside it no subtraction can be trusted, and
+    # a NaN duration is left out below as impossible.
+    sane = (end.notna() & (end >= 0) & (start >= 0)).to_numpy(bool)
+    ops["start_ns"] = start.to_numpy(np.int64)
+    dur = np.full(len(ops), np.nan)
+    dur[sane] = (end[sane].to_numpy(np.int64) - ops["start_ns"].to_numpy()[sane]) / 1000.0
+    ops["dur_us"] = dur
     ops = ops.sort_values("start_ns", kind="stable").reset_index(drop=True)
     start = ops["start_ns"].to_numpy(np.int64)
-    out = pd.DataFrame({"start_ns": start,
-                        "dur_us": (ops["end_ns"].to_numpy(np.int64) - start) / 1000.0,
-                        "device_id": pd.to_numeric(ops["device_id"]).astype("Int64")})
+    out = pd.DataFrame({"start_ns": start, "dur_us": ops["dur_us"].to_numpy(np.float64),
+                        "device_id": ids_or_na(ops["device_id"])})
     for field in TEXT_FIELDS:
         out[field] = ops[field].array  # stays categorical
     out["step"] = assign_steps(start, windows["step"].to_numpy(), windows["start_ns"].to_numpy(),
@@ -240,7 +354,7 @@ def read_step_trace_table(conn: sqlite3.Connection, tables: dict[str, set[str]],
     if "deviceId" in frame and device is not None and frame["deviceId"].nunique() > 1:
         frame = frame[frame["deviceId"] == device]
     text = frame["step"].astype(str) if "step" in frame else pd.Series("", index=frame.index)
-    step = pd.to_numeric(text.str.extract(r"(\d+)\s*$", expand=False), errors="coerce")
+    step = pd.to_numeric(text.str.extract(r"(\d{1,9})\s*$", expand=False), errors="coerce")
     out = pd.DataFrame({"step": step.astype("Int64").to_numpy()})
     if "deviceId" in frame:
         out["device_id"] = frame["deviceId"].to_numpy()
@@ -255,6 +369,7 @@ def read_step_trace_table(conn: sqlite3.Connection, tables: dict[str, set[str]],
     for field in STAGE_FIELDS:
         values = pd.to_numeric(frame[field], errors="coerce") if field in frame else np.nan
         out[field] = np.asarray(values, dtype=float) * factor
+    check_step_figures(out, path, {f: f"StepTraceTime.{f}" for f in STAGE_FIELDS})
     return out
 
 
@@ -267,8 +382,8 @@ def _links(conn, tables, path) -> pd.DataFrame:
     raw = _query(conn, "SELECT hccl_op_name, group_name, " + step + " AS step, transport_type, "
                        "transit_size, transit_time FROM CommAnalyzerBandwidth", path)
     # One row per packet-size bucket repeats the link totals: keep the first.
-    raw = raw.drop_duplicates(["hccl_op_name", "group_name", "step", "transport_type"])
     raw["transport_type"] = raw["transport_type"].astype(str).str.lower()
+    raw = raw.drop_duplicates(["hccl_op_name", "group_name", "step", "transport_type"])
     wide = raw.pivot(index=["hccl_op_name", "group_name", "step"], columns="transport_type",
                      values=["transit_size", "transit_time"])
     links = pd.DataFrame(index=wide.index)
@@ -294,20 +409,21 @@ def read_comm_table(conn: sqlite3.Connection, tables: dict[str, set[str]], path:
     frame = frame.rename(columns=COMM_TIMES)
     for target in COMM_TIMES.values():
         frame[target] = pd.to_numeric(frame[target], errors="coerce").fillna(0.0) * 1000.0
+    check_comm_times(frame, path, COMM_TIMES.values())
     links = _links(conn, tables, path)
     if len(links):
         frame = frame.merge(links, on=["hccl_op_name", "group_name", "step"], how="left")
     for column in LINK_COLUMNS:
         frame[column] = frame[column].fillna(0.0) if column in frame else 0.0
+    check_comm_times(frame, path, LINK_COLUMNS)
     frame["transit_mb"] = frame["sdma_mb"] + frame["rdma_mb"]
     names = frame["hccl_op_name"].astype(str)
     frame["op_name"] = names
     frame["group"] = frame["group_name"].astype(str)
     frame["comm_type"] = canonical_names(names, names, pd.Series("COMM", index=frame.index)
                                          )["op_type"].to_numpy()
-    frame["step"] = pd.to_numeric(frame["step"].astype(str).str.extract(r"(\d+)\s*$",
-                                                                        expand=False),
-                                  errors="coerce").astype("Int64")
+    frame["step"] = ids_or_na(frame["step"].astype(str).str.extract(r"(\d{1,9})\s*$",
+                                                                    expand=False))
     frame["rank"] = rank
     return frame[[*COMM_COLUMNS, *LINK_COLUMNS]]
 
@@ -318,11 +434,11 @@ def _meta(conn, tables, path, device: int | None) -> dict:
     if {"name", "value"} <= tables.get("META_DATA", set()):
         meta = dict(conn.execute("SELECT name, value FROM META_DATA").fetchall())
         lowered = {str(k).lower(): v for k, v in meta.items()}
-        info["cann_version"] = lowered.get("cann_version")
-        info["torch_npu_version"] = lowered.get("torch_npu_version")
+        info["cann_version"] = _label(lowered.get("cann_version"))
+        info["torch_npu_version"] = _label(lowered.get("torch_npu_version"))
     if {"id", "name"} <= tables.get("NPU_INFO", set()):
         chips = dict(conn.execute("SELECT id, name FROM NPU_INFO").fetchall())
-        info["device"] = chips.get(device) or next(iter(chips.values()), None)
+        info["device"] = _label(chips.get(device) or next(iter(chips.values()), None))
     if {"rankId", "deviceId"} <= tables.get("RANK_DEVICE_MAP", set()):
         pairs = conn.execute("SELECT rankId, deviceId FROM RANK_DEVICE_MAP").fetchall()
         ranks = pd.to_numeric(pd.Series([r for r, d in pairs if d == device]
@@ -333,22 +449,43 @@ def _meta(conn, tables, path, device: int | None) -> dict:
     return info
 
 
+def _label(value) -> str | None:
+    """A version or chip name for the report: text, at most 60 characters."""
+    if value is None:
+        return None
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return brief(" ".join(text.split()), 60) or None
+
+
 def _rank_root(db: Path) -> Path:
     return db.parent.parent if db.parent.name == OUTPUT_DIR else db.parent
 
 
 def _analysis(db: Path) -> Path | None:
-    return next((db.parent / n for n in ANALYSIS_DBS if (db.parent / n).is_file()), None)
+    return next((db.parent / n for n in ANALYSIS_DBS if present(db.parent / n)), None)
+
+
+@contextmanager
+def _reading(path: Path):
+    """Any sqlite3 error while reading ``path`` is an InputError naming it.
+
+    A db damaged past its first page fails in the middle of a query.
+    """
+    try:
+        yield
+    except DB_ERRORS as exc:
+        raise InputError(path, f"unreadable SQLite database: {sqlite_problem(exc)}") from None
 
 
 def read_db_file(db: Path) -> RankData:
     """Read one profiler db (and the analysis.db beside it) into RankData."""
-    with closing(connect(db)) as conn:
+    with _reading(db), closing(connect(db)) as conn:
         tables = tables_of(conn)
         windows = step_windows(conn, tables, db)
         strings = string_table(conn, db) if "STRING_IDS" in tables else None
         kernels = read_kernels(conn, tables, db, strings)
         ops = _to_ops([kernels, read_comm_ops(conn, tables, db, strings)], windows, db)
+        ops, warnings = drop_impossible_durations(ops, db, "duration (endNs - startNs)")
         devices = ops["device_id"].dropna()
         device = int(devices.mode().iloc[0]) if len(devices) and devices.max() >= 0 else None
         info = _meta(conn, tables, db, device)
@@ -359,15 +496,16 @@ def read_db_file(db: Path) -> RankData:
     if infos:
         info.update({k: v for k, v in read_profiler_info(infos[0]).items() if v is not None})
     match = DB_NAME.match(db.name)
-    if info.get("rank") is None and match and match.group(2):
+    if info.get("rank") is None and match and match.group(2) and len(match.group(2)) < 10:
         info["rank"] = int(match.group(2))
     rank = info.get("rank")
     steps = comm = None
     analysis = _analysis(db)
-    warnings = [] if analysis else [f"{db.name}: no analysis.db beside it; step breakdown "
-                                    "and communication detail unavailable"]
-    if analysis is not None:
-        with closing(connect(analysis)) as conn:
+    if analysis is None:
+        warnings.append(f"{db.name}: no analysis.db beside it; step breakdown and "
+                        "communication detail unavailable")
+    else:
+        with _reading(analysis), closing(connect(analysis)) as conn:
             extra = tables_of(conn)
             steps = read_step_trace_table(conn, extra, analysis, windows, task_span, device)
             comm = read_comm_table(conn, extra, analysis, rank if rank is not None else 0)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .base import RankData
 from .csv_files import read_kernel_table, read_step_trace
+from .files import present
 from .json_files import read_communication, read_profiler_info
 
 FORMAT = "ascend_pt_text"
@@ -22,13 +23,17 @@ KERNELS = "kernel_details.csv"
 
 def output_dir(rank_dir: Path) -> Path:
     """The directory holding the exported files of one rank."""
-    return rank_dir if rank_dir.name == OUTPUT_DIR or (rank_dir / KERNELS).is_file() \
+    return rank_dir if rank_dir.name == OUTPUT_DIR or present(rank_dir / KERNELS) \
         else rank_dir / OUTPUT_DIR
 
 
 def is_rank_dir(path: Path) -> bool:
-    """True when ``path`` is one rank's text export (or its ASCEND_PROFILER_OUTPUT)."""
-    return (output_dir(path) / KERNELS).is_file()
+    """True when ``path`` is one rank's text export (or its ASCEND_PROFILER_OUTPUT).
+
+    Any entry named kernel_details.csv counts (a directory, a FIFO): reading it then
+    says what is wrong, instead of the rank being passed over in silence.
+    """
+    return present(output_dir(path) / KERNELS)
 
 
 def rank_dir_of(path: Path) -> Path:
@@ -47,11 +52,11 @@ def read_rank(path: Path) -> RankData:
     warnings += kernel_warnings
     rank = info.get("rank")
     steps_file = out / "step_trace_time.csv"
-    steps = read_step_trace(steps_file) if steps_file.is_file() else None
-    if steps_file.is_file() and steps is None:
+    steps = read_step_trace(steps_file) if present(steps_file) else None
+    if present(steps_file) and steps is None:
         warnings.append(f"{steps_file.name}: header only, no steps")
     comm_file = out / "communication.json"
     comm = read_communication(comm_file, rank if rank is not None else 0) \
-        if comm_file.is_file() else None
+        if present(comm_file) else None
     return RankData(source=root, format=FORMAT, rank=rank, ops=ops, steps=steps, comm=comm,
                     info=info, warnings=warnings)

@@ -14,6 +14,7 @@ import gzip
 import io
 import re
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InputError, SchemaError
+from ..settings import DEFAULT_SETTINGS
+from .files import DepthGuard, brief, json_problem, open_binary, os_problem, size_text
 
 CHUNK = 1 << 16
 HEAD = TAIL = 1 << 16
@@ -35,7 +38,9 @@ HOST_CATS = {"cpu_op", "python_function", "enqueue", "dequeue", "async_npu", "fw
 GPU_CATS = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
 DEVICE_PROCESSES = {"Ascend Hardware", "HCCL", "Communication"}
 STEP_PREFIX = "ProfilerStep#"
-TS_PATTERN = r"^\s*(?P<w>\d+)(?:\.(?P<f>\d*))?\s*$"
+# At most 16 integer digits: µs beyond 9.2e15 overflow int64 ns (checked after parsing).
+TS_PATTERN = r"^\s*(?P<w>\d{1,16})(?:\.(?P<f>\d*))?\s*$"
+MAX_WHOLE_US = np.iinfo(np.int64).max // 1000
 
 
 def _key(value):
@@ -70,6 +75,8 @@ class TraceScan:
             if ph == "X":
                 name = event.get("name")
                 cat = event.get("cat")
+                if cat is not None and cat.__class__ is not str:
+                    cat = str(cat)  # a list or object there would be unhashable below
                 ts = event.get("ts")
                 if ts is None or not isinstance(name, str):
                     continue
@@ -126,8 +133,8 @@ class TraceScan:
         out["start_ns"] = ts_to_ns(self.ts, self.path)
         try:  # None -> NaN -> 0 (an X event without dur); Decimal/str -> float
             out["dur_us"] = np.nan_to_num(np.asarray(self.dur, dtype=float), nan=0.0)
-        except (TypeError, ValueError):
-            raise SchemaError(self.path, "an event 'dur' is not a number") from None
+        except (TypeError, ValueError, OverflowError):  # text, a list, 10**400
+            raise SchemaError(self.path, "an event 'dur' is not a number of µs") from None
         return out
 
 
@@ -145,15 +152,23 @@ def ts_to_ns(values: list[str], path: Path) -> np.ndarray:
         raise SchemaError(path, f"event ts is not a number of µs ({values[row]!r})",
                           where=f"event {row + 1} kept")
     whole = pc.cast(parsed.field("w"), pa.int64()).to_numpy()
+    if len(whole) and int(whole.max()) > MAX_WHOLE_US:
+        row = int(np.argmax(whole))
+        raise SchemaError(path, f"event ts is beyond any clock ({brief(values[row], 40)} µs)",
+                          where=f"event {row + 1} kept")
     frac = pc.utf8_slice_codeunits(pc.utf8_rpad(parsed.field("f"), 3, "0"), 0, 3)
     return whole * 1000 + pc.cast(frac, pa.int64()).to_numpy()
 
 
+@contextmanager
 def _open(path: Path):
-    try:
-        return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
-    except OSError as exc:
-        raise InputError(path, f"cannot read: {exc.strerror or exc}") from None
+    """A regular file (refused otherwise), decompressed when its name ends in ``.gz``."""
+    with open_binary(path) as raw:
+        if path.name.endswith(".gz"):
+            with gzip.GzipFile(fileobj=raw, mode="rb") as handle:
+                yield handle
+        else:
+            yield raw
 
 
 class _Recorder:
@@ -165,18 +180,21 @@ class _Recorder:
     (``baseTimeNanoseconds`` follows it), so a GB file is read only once.
     """
 
-    def __init__(self, handle, first: bytes):
+    def __init__(self, handle, first: bytes, path: Path):
         self.handle, self.pending = handle, first
         self.head, self.tail = bytearray(first[:HEAD]), first[-TAIL:]
+        self.guard = DepthGuard(path)
+        self.guard.feed(first)
 
     def read(self, size: int = -1) -> bytes:
-        """Return the next bytes (the peeked first chunk comes first)."""
+        """Return the next bytes (the peeked first chunk comes first), depth-checked."""
         if size == 0:  # ijson probes read(0) to tell bytes from text
             return b""
         if self.pending:
             data, self.pending = self.pending, b""
             return data
         data = self.handle.read(size)
+        self.guard.feed(data)
         if len(self.head) < HEAD:
             self.head += data[:HEAD - len(self.head)]
         self.tail = (self.tail + data)[-TAIL:]
@@ -184,14 +202,22 @@ class _Recorder:
 
 
 def _first_chunk(handle, path: Path) -> bytes:
-    """Read up to the first non-blank byte; InputError for an empty file."""
-    first = b""
-    while not first.strip():
+    """The first chunk holding a non-blank byte, leading blanks dropped.
+
+    InputError for a file that is empty or blank for ``max_leading_blank_bytes``:
+    a trace starts with ``[`` or ``{``, and a gzip of blanks would inflate for hours.
+    """
+    limit = DEFAULT_SETTINGS.max_leading_blank_bytes
+    skipped = 0
+    while skipped <= limit:
         chunk = handle.read(CHUNK)
         if not chunk:
-            raise InputError(path, "empty file")
-        first += chunk
-    return first
+            raise InputError(path, "empty file" if skipped == 0 else "holds only blanks")
+        first = chunk.lstrip()
+        if first:
+            return first
+        skipped += len(chunk)
+    raise InputError(path, f"not a trace: the first {size_text(limit)} are blank")
 
 
 def _top_keys(recorder: _Recorder) -> dict:
@@ -204,7 +230,7 @@ def _top_keys(recorder: _Recorder) -> dict:
                 break
         except ijson.JSONError:
             pass  # the head is cut mid-file: only keys before the cut can be found
-    base = re.search(rb'"baseTimeNanoseconds"\s*:\s*(\d+)', recorder.tail)
+    base = re.search(rb'"baseTimeNanoseconds"\s*:\s*(\d{1,19})\b', recorder.tail)
     if base:
         top["baseTimeNanoseconds"] = int(base.group(1))
     return top
@@ -223,12 +249,31 @@ def scan_trace(path: Path, scan: TraceScan | None = None) -> TraceScan:
             if form not in (b"[", b"{"):
                 raise InputError(path, "not a trace: expected a JSON array of events or an "
                                        "object with traceEvents")
-            recorder = _Recorder(handle, first)
+            recorder = _Recorder(handle, first, path)
             prefix = "item" if form == b"[" else "traceEvents.item"
             scan.consume(ijson.items(recorder, prefix, buf_size=CHUNK))
-    except ijson.JSONError as exc:
-        raise InputError(path, f"truncated or invalid JSON: {exc}") from None
-    except (OSError, EOFError, zlib.error) as exc:
-        raise InputError(path, f"cannot read (corrupt or truncated gzip?): {exc}") from None
+    except BaseException as exc:
+        raise_stream_error(path, exc)
     scan.top = _top_keys(recorder) if form == b"{" else {}
     return scan
+
+
+def raise_stream_error(path: Path, exc: BaseException):
+    """Re-raise what streaming a JSON file can raise as one InputError line.
+
+    ijson's messages are three lines of yajl text; gzip says ``Not a gzipped file`` or
+    ``Compressed file ended before the end-of-stream marker``; zlib ``Error -3 …``.
+    Errors of our own and anything else (KeyboardInterrupt, bugs) pass through.
+    """
+    if isinstance(exc, ijson.JSONError):
+        raise InputError(path, f"truncated or invalid JSON: {json_problem(exc)}") from None
+    if isinstance(exc, EOFError):
+        raise InputError(path, "truncated gzip: the compressed stream ends early") from None
+    if isinstance(exc, (zlib.error, gzip.BadGzipFile)):
+        raise InputError(path, f"corrupt gzip: {brief(' '.join(str(exc).split()), 80)}") \
+            from None
+    if isinstance(exc, OSError):
+        raise InputError(path, f"cannot read: {os_problem(exc)}") from None
+    if isinstance(exc, UnicodeDecodeError):
+        raise InputError(path, f"not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    raise exc

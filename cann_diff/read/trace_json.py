@@ -23,7 +23,15 @@ import pandas as pd
 from ..errors import InputError, SchemaError
 from .base import RankData
 from .csv_files import read_step_trace
-from .derive import as_category, assign_steps, by_category, comm_op_type, scope_type
+from .derive import (
+    as_category,
+    assign_steps,
+    by_category,
+    comm_op_type,
+    drop_impossible_durations,
+    scope_type,
+)
+from .files import is_directory, is_regular, list_dir, present
 from .framework import LinkScan
 from .json_files import read_communication, read_profiler_info
 from .trace_events import GPU_CATS, STEP_PREFIX, TraceScan, scan_trace
@@ -54,23 +62,31 @@ GEMM = r"gemm|matmul|cublas"
 
 def output_dir(path: Path) -> Path:
     """The directory that holds trace_view.json (the rank dir or its output dir)."""
-    return path if path.name == OUTPUT_DIR or (path / TRACE).is_file() else path / OUTPUT_DIR
+    return path if path.name == OUTPUT_DIR or present(path / TRACE) else path / OUTPUT_DIR
 
 
 def _candidates(folder: Path) -> list[Path]:
-    """Kineto trace files of a folder (``*.json.gz``, ``*trace*.json``)."""
-    files = [p for p in folder.iterdir() if p.is_file() and not p.name.startswith("profiler_")
-             and (p.name.endswith(".json.gz") or (p.suffix == ".json" and "trace" in p.name))]
-    return sorted(files)
+    """Kineto trace files of a folder (``*.json.gz``, ``*trace*.json``).
+
+    Only regular files: a folder holding one FIFO or directory of such a name among
+    other files is no trace folder.
+    """
+    return [p for p in list_dir(folder) if not p.name.startswith("profiler_")
+            and (p.name.endswith(".json.gz") or (p.suffix == ".json" and "trace" in p.name))
+            and is_regular(p)]
 
 
 def trace_file(path: Path) -> Path | None:
-    """The trace of a rank: the file itself, trace_view.json, or a folder's only trace."""
-    if path.is_file():
+    """The trace of a rank: the file itself, trace_view.json, or a folder's only trace.
+
+    A trace_view.json that is not a regular file is still returned: reading it says
+    what it is, where skipping it would pass the rank over in silence.
+    """
+    if is_regular(path):
         return path if path.name.endswith((".json", ".json.gz")) else None
-    if not path.is_dir():
+    if not is_directory(path):
         return None
-    if (output_dir(path) / TRACE).is_file():
+    if present(output_dir(path) / TRACE):
         return output_dir(path) / TRACE
     found = _candidates(path)
     return found[0] if len(found) == 1 else None
@@ -182,9 +198,9 @@ def finish_ops(ops: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def read_events(path: Path, include_memcpy: bool = False,
-                scan: TraceScan | None = None) -> tuple[pd.DataFrame, dict, str]:
-    """Read one trace file: (raw ops with steps, info, ``ascend``|``kineto``)."""
+def read_events(path: Path, include_memcpy: bool = False, scan: TraceScan | None = None
+                ) -> tuple[pd.DataFrame, dict, str, list[str]]:
+    """Read one trace file: (raw ops with steps, info, ``ascend``|``kineto``, warnings)."""
     scan = scan_trace(path, scan)
     events = scan.frame()
     if HARDWARE in scan.processes.values():
@@ -200,13 +216,18 @@ def read_events(path: Path, include_memcpy: bool = False,
         base = scan.top.get("baseTimeNanoseconds")
         # Newer Kineto writes ts relative to baseTimeNanoseconds.
         if base is not None:
+            if int(base) > np.iinfo(np.int64).max - int(events["start_ns"].max()):
+                raise SchemaError(path, f"baseTimeNanoseconds {base} puts events beyond "
+                                        "any clock")
             ops["start_ns"] = ops["start_ns"] + int(base)
             events["start_ns"] = events["start_ns"] + int(base)
     info = _kineto_info(scan.top) if kind == "kineto" else {}
     labels = [v for v in scan.labels.values() if v.startswith("NPU ")]
     if labels and labels[0][4:].strip().isdigit():
         info["device_id"] = int(labels[0][4:])
-    return finish_ops(ops, step_windows(events)), info, kind
+    ops, warnings = drop_impossible_durations(finish_ops(ops, step_windows(events)), path,
+                                              "event dur")
+    return ops, info, kind, warnings
 
 
 def _kineto_info(top: dict) -> dict:
@@ -224,10 +245,10 @@ def read_rank(path: Path) -> RankData:
     if trace is None:
         raise InputError(path, f"no {TRACE} and no single *.json.gz/*trace*.json file")
     scan = LinkScan(trace)  # host→device links kept in the same pass (read/framework.py)
-    ops, info, kind = read_events(trace, scan=scan)
+    ops, info, kind, dropped = read_events(trace, scan=scan)
     root = trace.parent.parent if trace.parent.name == OUTPUT_DIR else trace.parent
     warnings = [f"{trace.name}: trace events carry no input shapes; operators are matched "
-                "by type only"]
+                "by type only", *dropped]
     if kind == "ascend":
         infos = sorted(root.glob("profiler_info*.json"))
         if infos:
@@ -235,9 +256,9 @@ def read_rank(path: Path) -> RankData:
     rank = info.get("rank")
     steps_file = trace.parent / "step_trace_time.csv"
     comm_file = trace.parent / "communication.json"
-    steps = read_step_trace(steps_file) if kind == "ascend" and steps_file.is_file() else None
+    steps = read_step_trace(steps_file) if kind == "ascend" and present(steps_file) else None
     comm = read_communication(comm_file, rank if rank is not None else 0) \
-        if kind == "ascend" and comm_file.is_file() else None
-    source = trace if path.is_file() else root
+        if kind == "ascend" and present(comm_file) else None
+    source = trace if is_regular(path) else root
     return RankData(source=source, format=FORMAT, rank=rank, ops=ops, steps=steps, comm=comm,
                     info=info, warnings=warnings, links=scan.host_links())
