@@ -204,3 +204,18 @@ def test_fast_json_without_orjson(monkeypatch):
     assert fast_json.loads(json.dumps(COMM).encode()) == COMM
     with pytest.raises(ValueError):
         fast_json.loads(b"[1,")
+
+
+def test_the_comparison_does_not_import_scipy_stats(tmp_path):
+    # Importing scipy.stats costs more than every per-key test together.
+    import subprocess
+    import sys
+
+    from conftest import EXAMPLES, ROOT
+
+    base, new = EXAMPLES / "cann7.0.1.3", EXAMPLES / "cann8.0.RC2"
+    script = ("import sys; from cann_diff.pipeline import diff; "
+              f"diff({str(base)!r}, {str(new)!r}); print('scipy.stats' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "False"

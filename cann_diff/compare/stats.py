@@ -21,9 +21,9 @@
 
 Speed: the per-key tests run in one pass over all keys (``mann_whitney_by_group``: one
 sort, ranks within groups, scipy's normal approximation with tie correction written out);
-only samples small enough for scipy's exact test call it. scipy.stats is imported lazily
-there, scipy.special (the normal and t distribution functions) where a p or an interval
-needs it: importing scipy.stats costs more than all the tests.
+small samples without ties get scipy's exact test, written out too. scipy.stats is never
+imported (it costs more than all the tests); scipy.special (the normal and t distribution
+functions) only where a p or an interval needs it.
 """
 
 from __future__ import annotations
@@ -99,11 +99,24 @@ def _all_equal(base: np.ndarray, new: np.ndarray) -> bool:
     return bool(np.all(base == base[0]) and np.all(new == base[0]))
 
 
-def _exact_mann_whitney(base: np.ndarray, new: np.ndarray) -> float:
-    """The exact test by scipy itself, for small samples (scipy.stats imported only then)."""
-    from scipy import stats
+def _exact_two_sided(u: float, n1: int, n2: int) -> float:
+    """Two-sided exact Mann-Whitney p of U = max(U1, U2) without ties, as scipy computes it.
 
-    return float(stats.mannwhitneyu(base, new, alternative="two-sided").pvalue)
+    The null counts of U for sizes (m, n) are the coefficients of the Gaussian binomial
+    [m + n choose m]_q = Π_{i=1..m} (1 − q^(n+i)) / (1 − q^i), built factor by factor in
+    Python integers (each partial product is [n + i choose i]_q, exact); p = 2·P(U' ≥ u),
+    at most 1.
+    """
+    m, n = min(n1, n2), max(n1, n2)
+    counts = np.zeros(m * n + 1, dtype=object)
+    counts[:] = 0
+    counts[0] = 1
+    for i in range(1, m + 1):
+        counts[n + i:] -= counts[:-(n + i)].copy()  # × (1 − q^(n+i))
+        for residue in range(i):  # ÷ (1 − q^i): a running sum along each residue mod i
+            counts[residue::i] = np.cumsum(counts[residue::i])
+    tail = int(counts[int(math.ceil(u)):].sum())
+    return min(1.0, 2 * tail / math.comb(m + n, m))
 
 
 def compare_samples(base: np.ndarray, new: np.ndarray, confidence: float = 0.95,
@@ -140,8 +153,9 @@ def mann_whitney_by_group(base_group: np.ndarray, base: np.ndarray, new_group: n
     group: one sort of all values by (group, value) gives each value's average rank within
     its group and the tie sizes; from them U and scipy's normal approximation (continuity
     and tie correction). Groups scipy decides exactly (a side of at most 8 and no ties) go
-    to scipy itself. NaN for a group missing on either side; 1 where every value of both
-    sides is the same (no variance: scipy would give NaN).
+    to the exact null distribution (``_exact_two_sided``). NaN for a group missing on
+    either side; 1 where every value of both sides is the same (no variance: scipy would
+    give NaN). Groups are numbered densely: ``n_groups`` bounds the ids.
     """
     base_group = np.asarray(base_group, dtype=np.int64)
     new_group = np.asarray(new_group, dtype=np.int64)
@@ -150,7 +164,11 @@ def mann_whitney_by_group(base_group: np.ndarray, base: np.ndarray, new_group: n
     groups = np.concatenate([base_group, new_group])
     values = np.concatenate([base, new])
     is_base = np.concatenate([np.ones(len(base), bool), np.zeros(len(new), bool)])
-    order = np.lexsort((values, groups))
+    # By value, then stably by group: a radix sort on small group ids, much faster than
+    # np.lexsort over (group, value).
+    by_value = np.argsort(values)
+    small = np.int16 if n_groups < np.iinfo(np.int16).max else np.int64
+    order = by_value[np.argsort(groups[by_value].astype(small), kind="stable")]
     groups, values, is_base = groups[order], values[order], is_base[order]
     size = len(values)
     n1 = np.bincount(base_group, minlength=n_groups).astype(float)
@@ -187,7 +205,7 @@ def mann_whitney_by_group(base_group: np.ndarray, base: np.ndarray, new_group: n
         p[normal] = np.clip(_normal_sf_times_two(z[normal]), 0.0, 1.0)
     p[constant] = 1.0
     for group in np.flatnonzero(exact):
-        p[group] = _exact_mann_whitney(base[base_group == group], new[new_group == group])
+        p[group] = _exact_two_sided(u[group], int(n1[group]), int(n2[group]))
     return p
 
 
