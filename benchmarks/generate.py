@@ -449,8 +449,14 @@ def write_side(root: Path, cat: Catalog, rows: int, ranks: int, steps: int, new:
 
 
 def generate(out: Path, rows: int, ranks: int = 1, steps: int = 8, base_variant: str = "B",
-             new_variant: str = "E", seed: int = 7) -> None:
-    """Write ``out/base`` and ``out/new``, each with ``rows`` kernel rows over ``ranks``."""
+             new_variant: str = "E", seed: int = 7, comm_fraction: float = COMM_FRACTION) -> None:
+    """Write ``out/base`` and ``out/new``, each with ``rows`` kernel rows over ``ranks``.
+
+    ``comm_fraction`` of the rows are collectives (each one entry of communication.json):
+    raise it for a communication-heavy pair.
+    """
+    global COMM_FRACTION
+    COMM_FRACTION = comm_fraction  # read where the kernels are drawn
     cat = build_catalog()
     write_side(out / "base", cat, rows, ranks, steps, False, base_variant, seed)
     write_side(out / "new", cat, rows, ranks, steps, True, new_variant, seed + 1)
@@ -469,13 +475,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--new-variant", choices=sorted(HEADERS), default="E",
                         help="kernel_details header of the new side (default E)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--comm-fraction", type=float, default=COMM_FRACTION,
+                        help=f"share of rows that are collectives (default {COMM_FRACTION})")
     args = parser.parse_args(argv)
     rows = int(args.rows)
     if rows < args.ranks * args.steps:
         parser.error("--rows must be at least ranks x steps")
     began = time.perf_counter()
     generate(args.out, rows, args.ranks, args.steps, args.base_variant, args.new_variant,
-             args.seed)
+             args.seed, args.comm_fraction)
     print(f"wrote {args.out}/base and {args.out}/new: {rows:,} kernel rows per side, "
           f"{args.ranks} rank(s), {args.steps} steps in {time.perf_counter() - began:.1f} s",
           file=sys.stderr)
