@@ -610,14 +610,17 @@ def write_side(root: Path, cat: Catalog, rows: int, ranks: int, steps: int, new:
 
 def generate(out: Path, rows: int, ranks: int = 1, steps: int = 8, base_variant: str = "B",
              new_variant: str = "E", seed: int = 7, trace: str = "none",
-             same_sequence: bool = False) -> None:
+             same_sequence: bool = False, comm_fraction: float = COMM_FRACTION) -> None:
     """Write ``out/base`` and ``out/new``, each with ``rows`` kernel rows over ``ranks``.
 
     ``trace``: ``none``, ``beside`` (trace_view.json too) or ``only`` (no kernel_details.csv).
     ``same_sequence`` draws the new side's kernel sequence with the base seed: one model
     run twice (the new side's faster kernels and extra AllReduces still apply), instead of
-    two independent draws of the same mix.
+    two independent draws of the same mix. ``comm_fraction`` of the rows are collectives
+    (each one entry of communication.json): raise it for a communication-heavy pair.
     """
+    global COMM_FRACTION
+    COMM_FRACTION = comm_fraction  # read where the kernels are drawn
     cat = build_catalog()
     write_side(out / "base", cat, rows, ranks, steps, False, base_variant, seed, trace=trace)
     write_side(out / "new", cat, rows, ranks, steps, True, new_variant,
@@ -642,13 +645,15 @@ def main(argv: list[str] | None = None) -> None:
                              "(beside kernel_details.csv, or only the trace)")
     parser.add_argument("--same-sequence", action="store_true",
                         help="new side runs the base side's kernel sequence (one model twice)")
+    parser.add_argument("--comm-fraction", type=float, default=COMM_FRACTION,
+                        help=f"share of rows that are collectives (default {COMM_FRACTION})")
     args = parser.parse_args(argv)
     rows = int(args.rows)
     if rows < args.ranks * args.steps:
         parser.error("--rows must be at least ranks x steps")
     began = time.perf_counter()
     generate(args.out, rows, args.ranks, args.steps, args.base_variant, args.new_variant,
-             args.seed, args.trace, args.same_sequence)
+             args.seed, args.trace, args.same_sequence, args.comm_fraction)
     print(f"wrote {args.out}/base and {args.out}/new: {rows:,} kernel rows per side, "
           f"{args.ranks} rank(s), {args.steps} steps in {time.perf_counter() - began:.1f} s",
           file=sys.stderr)

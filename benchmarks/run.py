@@ -85,9 +85,10 @@ def run_child(cmd: list[str], cwd: Path | None = None, cpu: list | None = None,
     return wall, usage.ru_maxrss * 1024, stdout
 
 
-def ensure_pair(rows: int, ranks: int, data_dir: Path) -> Path:
+def ensure_pair(rows: int, ranks: int, data_dir: Path, comm_fraction: float | None = None
+                ) -> Path:
     """Generate (once) and return the cached pair directory for ``rows`` per side."""
-    pair = data_dir / f"{rows}_r{ranks}"
+    pair = data_dir / (f"{rows}_r{ranks}" + (f"_comm{comm_fraction:g}" if comm_fraction else ""))
     stamp = pair / "generated.json"
     if stamp.is_file():
         return pair
@@ -97,7 +98,10 @@ def ensure_pair(rows: int, ranks: int, data_dir: Path) -> Path:
     from generate import generate  # noqa: E402  (benchmarks/generate.py)
 
     began = time.perf_counter()
-    generate(pair, rows, ranks)
+    if comm_fraction:
+        generate(pair, rows, ranks, comm_fraction=comm_fraction)
+    else:
+        generate(pair, rows, ranks)
     seconds = time.perf_counter() - began
     stamp.write_text(json.dumps({"rows": rows, "ranks": ranks, "seconds": seconds}))
     print(f"  generated {pair} in {seconds:.1f} s", file=sys.stderr)
@@ -143,8 +147,10 @@ def run_cann_diff(base: Path, new: Path, out: Path, args: argparse.Namespace,
     return run_child(cann_diff_cmd(base, new, out), cwd=args.src, cpu=cpu, env=env)
 
 
-def measure(rows: int, args: argparse.Namespace, startup: tuple[float, int]) -> dict:
-    pair = ensure_pair(rows, args.ranks, args.data_dir)
+def measure(rows: int, args: argparse.Namespace, startup: tuple[float, int],
+            ranks: int | None = None, comm_fraction: float | None = None) -> dict:
+    ranks = args.ranks if ranks is None else ranks
+    pair = ensure_pair(rows, ranks, args.data_dir, comm_fraction)
     total_bytes, csv_bytes = input_bytes(pair)
     files = [str(p) for p in kernel_files(pair)]
     floor_cmd = [sys.executable, "-c", FLOOR_SCRIPT, json.dumps(FLOOR_COLUMNS), *files]
@@ -161,7 +167,7 @@ def measure(rows: int, args: argparse.Namespace, startup: tuple[float, int]) -> 
             e2e.append((wall, rss))
             print(f"    e2e run {i + 1}: {wall:.2f} s, {rss / 2**20:.0f} MiB", file=sys.stderr)
     result = {
-        "rows_per_side": rows, "ranks": args.ranks,
+        "rows_per_side": rows, "ranks": ranks, "comm_fraction": comm_fraction,
         "input_bytes": total_bytes, "kernel_csv_bytes": csv_bytes,
         "floor_s": statistics.median(f[0] for f in floors),
         "floor_all_s": [round(f[0], 3) for f in floors],
@@ -252,9 +258,13 @@ def table(results: list[dict]) -> str:
     previous = None
     for r in results:
         m = r["rows_per_side"] / 1e6
-        marginal = "—" if previous is None else \
+        extra = r.get("ranks", 1) != 1 or r.get("comm_fraction")
+        marginal = "—" if previous is None or extra else \
             f"{(r['e2e_s'] - previous['e2e_s']) / (m - previous['rows_per_side'] / 1e6):.2f}"
-        cells = [f"{r['rows_per_side']:,}", f"{r['input_bytes'] / 1e6:,.0f}",
+        label = f"{r['rows_per_side']:,}" + (
+            f" over {r['ranks']:,} ranks" if r.get("ranks", 1) != 1 else "") + (
+            f", {r['comm_fraction']:g} collectives" if r.get("comm_fraction") else "")
+        cells = [label, f"{r['input_bytes'] / 1e6:,.0f}",
                  f"{r['floor_s']:.3f}", f"{r['e2e_s']:.2f}",
                  f"{r['e2e_s'] / r['floor_s']:.1f}×",
                  f"{max(0.0, r['e2e_s'] - r['startup_s']) / r['floor_s']:.1f}×",
@@ -266,7 +276,7 @@ def table(results: list[dict]) -> str:
             cells += [f"{r['msprof_s']:.2f}" if r.get("msprof_s") else "—",
                       f"{r['msprof_rss'] / 1e6:,.0f}" if r.get("msprof_rss") else "—"]
         lines.append("| " + " | ".join(cells) + " |")
-        previous = r
+        previous = previous if extra else r
     startup = results[0]
     lines.append(f"\ncann_diff: {startup['src']}; startup (cann-diff on the shipped example pair): "
                  f"{startup['startup_s']:.2f} s, "
@@ -292,6 +302,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="msprof-analyze executable (default: from PATH when installed)")
     parser.add_argument("--msprof-max-rows", type=float, default=1e6,
                         help="largest size (rows per side) given to msprof-analyze (default 1e6)")
+    parser.add_argument("--spread-ranks", type=int, default=0,
+                        help="also the smallest size spread over this many rank directories "
+                             "per side (e.g. 1000), to compare with one rank")
+    parser.add_argument("--comm-fraction", type=float, default=0.0,
+                        help="also a communication-heavy pair at the smallest size: this share "
+                             "of rows are collectives (e.g. 0.3; the default pairs have 0.02)")
     parser.add_argument("--json", type=Path, default=None, help="also write results as JSON")
     args = parser.parse_args(argv)
     sizes = [int(round(float(s) * 1e6)) for s in args.sizes.split(",") if s.strip()]
@@ -307,10 +323,21 @@ def main(argv: list[str] | None = None) -> None:
     startup = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
     print(f"startup (example pair): {startup[0]:.2f} s, {startup[1] / 2**20:.0f} MiB",
           file=sys.stderr)
+    helps = [run_child([sys.executable, "-m", "cann_diff", "--help"], cwd=args.src)[0]
+             for _ in range(args.repeat)]
+    print(f"startup (--help): {statistics.median(helps):.2f} s", file=sys.stderr)
     results = []
     for rows in sorted(sizes):
         print(f"{rows:,} rows per side", file=sys.stderr)
         results.append(measure(rows, args, startup))
+    if args.spread_ranks:
+        print(f"{min(sizes):,} rows per side over {args.spread_ranks} ranks", file=sys.stderr)
+        results.append(measure(min(sizes), args, startup, ranks=args.spread_ranks))
+    if args.comm_fraction:
+        print(f"{min(sizes):,} rows per side, {args.comm_fraction:g} collectives",
+              file=sys.stderr)
+        results.append(measure(min(sizes), args, startup, comm_fraction=args.comm_fraction))
+    print(f"--help: {statistics.median(helps):.2f} s")
     print(table(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")

@@ -8,6 +8,7 @@ from pathlib import Path
 from .compare import Comparison, compare
 from .compare.framework import FrameworkComparison, compare_framework
 from .compare.memory import MemoryComparison, compare_memory, copy_summary
+from .errors import CannDiffError
 from .findings import SEVERITY_ORDER, Analysis, Finding, analyse
 from .match import match
 from .read import StepRanges, load_run
@@ -145,6 +146,81 @@ def distinct_labels(runs: list[Run], paths: list[str | Path],
     return out
 
 
+def _read_side_in_worker(path, label, side: str, options: Options):
+    """``read_side`` in a worker process: the Run, or the CannDiffError's parts to re-raise.
+
+    A CannDiffError does not survive pickling (its constructor takes more than its
+    message), so it travels as (class, path, message, where).
+    """
+    try:
+        return read_side(path, label, side, options)
+    except CannDiffError as error:
+        return _Failed(type(error), error.path, error.message, error.where)
+
+
+@dataclass(frozen=True)
+class _Failed:
+    kind: type
+    path: str | None
+    message: str
+    where: str | None
+
+    def raise_it(self):
+        error = self.kind.__new__(self.kind)
+        CannDiffError.__init__(error, self.path, self.message, self.where)
+        raise error
+
+
+def _pool_context():
+    """Fork where there is one (the parent has imported everything: no start-up), else spawn."""
+    import multiprocessing
+
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options,
+               progress=lambda message: None,
+               rank_progress=lambda side, done, total: None) -> list[Run]:
+    """Read every (path, label, side), each side in its own process when ``jobs`` allows.
+
+    The sides are independent: with ``jobs`` ≥ 2 they are read at the same time in
+    worker processes (threads would share one interpreter lock), each with its share of
+    ``jobs`` for its ranks. With one job, or a Dask scheduler (which spreads the ranks
+    itself), they are read one after the other in this process.
+    """
+    if options.jobs < 2 or options.scheduler or len(items) < 2:
+        return [read_side(path, label, side, options, progress, rank_progress)
+                for path, label, side in items]
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = min(len(items), options.jobs)
+    share = replace(options, jobs=max(1, options.jobs // workers))
+    for path, _, side in items:
+        progress(f"reading {side}: {path}")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context())
+    try:
+        futures = [pool.submit(_read_side_in_worker, path, label, side, share)
+                   for path, label, side in items]
+        runs = []
+        for future, (_, _, side) in zip(futures, items):
+            run = future.result()
+            if isinstance(run, _Failed):
+                run.raise_it()
+            ranks = len(run.meta.ranks)
+            rank_progress(side, ranks, ranks)
+            progress(f"  {side}: {run.summary.kernels:,} kernels, "
+                     f"ranks {_ranks_text(run.meta.ranks)}")
+            runs.append(run)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in list((pool._processes or {}).values()):
+            process.kill()  # a worker of this pool only
+        raise
+    pool.shutdown()
+    return runs
+
+
 def diff(base_path: str | Path, new_path: str | Path, options: Options = Options(),
          progress=lambda message: None,
          rank_progress=lambda side, done, total: None,
@@ -153,10 +229,12 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
 
     ``progress`` receives short status messages, ``rank_progress(side, done, total)``
     is called as ranks are read; ``invocation`` (the CLI's command line and date) goes
-    into the report's provenance.
+    into the report's provenance. With ``options.jobs`` ≥ 2 the two sides are read at
+    the same time, in two processes (``read_sides``).
     """
-    base = read_side(base_path, options.base_label, "base", options, progress, rank_progress)
-    new = read_side(new_path, options.new_label, "new", options, progress, rank_progress)
+    base, new = read_sides([(base_path, options.base_label, "base"),
+                            (new_path, options.new_label, "new")],
+                           options, progress, rank_progress)
     if not (options.base_label or options.new_label):
         base, new = distinct_labels([base, new], [base_path, new_path], ["base", "new"])
     return compare_runs(base, new, options, progress, invocation)
@@ -167,22 +245,19 @@ def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
                     progress=lambda message: None,
                     rank_progress=lambda side, done, total: None,
                     invocation: Invocation | None = None) -> list[Result]:
-    """One baseline against several candidates: the base is read once, candidates in parallel.
+    """One baseline against several candidates: every input read once, at the same time.
 
     ``labels`` names the base and then each candidate (None: the default label). Returns
-    one Result per candidate, in order.
+    one Result per candidate, in order. With ``options.jobs`` ≥ 2 the inputs are read in
+    worker processes (``read_sides``).
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     labels = list(labels or [None] * (len(new_paths) + 1))
-    base = read_side(base_path, labels[0], "base", options, progress, rank_progress)
-    with ThreadPoolExecutor(max_workers=max(1, min(len(new_paths), options.jobs))) as pool:
-        news = list(pool.map(lambda item: read_side(item[1], item[0], f"new {item[2]}", options,
-                                                    progress, rank_progress),
-                             zip(labels[1:], new_paths, range(1, len(new_paths) + 1))))
-    runs = [base, *news]
+    items = [(base_path, labels[0], "base"),
+             *[(path, label, f"new {i}") for i, (label, path)
+               in enumerate(zip(labels[1:], new_paths), 1)]]
+    runs = read_sides(items, options, progress, rank_progress)
     if not any(labels):
         runs = distinct_labels(runs, [base_path, *new_paths],
-                               ["base", *[f"new{i}" for i in range(1, len(news) + 1)]])
+                               ["base", *[f"new{i}" for i in range(1, len(new_paths) + 1)]])
     base, news = runs[0], runs[1:]
     return [compare_runs(base, new, options, progress, invocation) for new in news]

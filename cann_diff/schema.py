@@ -49,6 +49,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from .errors import SchemaError
@@ -243,6 +244,18 @@ def conform_ops(ops: pd.DataFrame) -> pd.DataFrame:
     return ops[list(OP_COLUMNS)].astype(OP_COLUMNS)
 
 
+def _used_categories(column: pd.Series) -> list[str]:
+    """The category names a categorical column uses ("nan" for a missing value).
+
+    Read from the codes and ``.cat.categories``, never by a string per row.
+    """
+    codes = column.cat.codes.to_numpy()
+    categories = column.cat.categories
+    used = np.bincount(codes[codes >= 0], minlength=len(categories)) > 0
+    names = [str(name) for name in categories[used]]
+    return names + (["nan"] if (codes < 0).any() else [])
+
+
 def validate(ops: pd.DataFrame) -> None:
     """Check an operator frame against the schema (columns, dtypes, categories)."""
     for column, dtype in OP_COLUMNS.items():
@@ -250,6 +263,6 @@ def validate(ops: pd.DataFrame) -> None:
             raise SchemaError(None, f"missing column {column!r}")
         if str(ops[column].dtype) != dtype:
             raise SchemaError(None, f"column {column!r} is {ops[column].dtype}, want {dtype}")
-    unknown = set(ops["category"].astype(str).unique()) - set(CATEGORIES)
+    unknown = set(_used_categories(ops["category"])) - set(CATEGORIES)
     if unknown:
         raise SchemaError(None, f"unknown categories {sorted(unknown)}")

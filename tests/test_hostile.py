@@ -460,3 +460,22 @@ def test_negative_communication_time_is_refused(good, tmp_path):
     op["Communication Time Info"]["Elapse Time(ms)"] = -3.5
     (bad / OUT / "communication.json").write_text(json.dumps(data))
     assert_refused(good, bad, tmp_path, "communication.json", "Elapse Time(ms) is -3.5")
+
+
+def test_an_input_name_too_long_is_one_line(tmp_path):
+    long_name = tmp_path / ("x" * 300)  # ENAMETOOLONG from stat, not a traceback
+    result = CliRunner().invoke(main, [str(long_name), str(tmp_path), "-q"])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and "file name too long" in result.stderr
+
+
+def test_a_fifo_as_fusion_map_is_refused_not_waited_on(tmp_path):
+    fifo = tmp_path / "map.json"
+    os.mkfifo(fifo)
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    done = subprocess.run([sys.executable, "-m", "cann_diff", str(examples / "cann7.0.1.3"),
+                           str(examples / "cann8.0.RC2"), "--fusion-map", str(fifo), "-o",
+                           str(tmp_path / "out"), "-q", "--no-charts"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "named pipe" in done.stderr and done.stderr.count("\n") == 1

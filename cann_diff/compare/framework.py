@@ -32,7 +32,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ..read.framework import NO_LINKS, UNLINKED
 from ..schema import Note, Run
@@ -75,6 +74,13 @@ def _records(frame: pd.DataFrame) -> list[dict]:
     return [{k: (float(v) if isinstance(v, np.floating) else
                  int(v) if isinstance(v, np.integer) else v) for k, v in row.items()}
             for row in out]
+
+
+def _normal_sf(z: np.ndarray) -> np.ndarray:
+    """The standard normal's upper tail, from scipy.special (scipy.stats costs 0.6 s)."""
+    from scipy import special
+
+    return special.ndtr(-np.asarray(z, dtype=float))
 
 
 # ---------------------------------------------------------------- alignment
@@ -340,7 +346,7 @@ def _mann_whitney(samples: pd.DataFrame, n_keys: int, settings: Settings) -> np.
         variance = n_base * n_new / 12 * ((n_all + 1) - tie_sum / (n_all * (n_all - 1)))
         centred = u_base - n_base * n_new / 2
         z = (np.abs(centred) - 0.5).clip(min=0) / np.sqrt(variance)
-    p_value = np.where(variance > 0, np.minimum(2 * stats.norm.sf(z), 1.0), 1.0)
+    p_value = np.where(variance > 0, np.minimum(2 * _normal_sf(z), 1.0), 1.0)
     enough = (n_base >= settings.min_ci_instances) & (n_new >= settings.min_ci_instances)
     return adjust_bh(np.where(enough, p_value, np.nan))
 

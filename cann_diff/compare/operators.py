@@ -8,7 +8,7 @@ import pandas as pd
 from ..match import Matched
 from ..schema import Run, RunSummary
 from ..settings import Settings
-from .stats import adjust_bh, compare_samples
+from .stats import adjust_bh, mann_whitney_by_group, ratio_interval
 
 # Match kinds whose keys have equal input shapes on both sides: judged per instance. The
 # family-only rung ("type-only") pairs different shapes and is never judged so.
@@ -58,39 +58,61 @@ def _side_stats(summary: RunSummary, keys: np.ndarray, n_units: int,
     return stats.add_prefix(prefix)
 
 
-def _durations_by_key(summary: RunSummary, keys: np.ndarray) -> dict[int, np.ndarray]:
+def _tested_samples(summary: RunSummary, keys: np.ndarray,
+                    group_of_key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The samples of the tested keys: their group (position among tested keys), duration."""
     sample_keys = _sample_keys(summary, keys)
-    if len(sample_keys) == 0:
-        return {}
-    order = np.argsort(sample_keys, kind="stable")
-    sorted_keys = sample_keys[order]
-    durations = summary.samples["dur_us"].to_numpy()[order]
-    bounds = np.flatnonzero(np.diff(sorted_keys)) + 1
-    starts = np.concatenate(([0], bounds))
-    return {int(sorted_keys[s]): chunk for s, chunk in zip(starts, np.split(durations, bounds))}
+    durations = summary.samples["dur_us"].to_numpy(dtype=float)
+    groups = group_of_key[sample_keys] if len(sample_keys) else np.zeros(0, np.int64)
+    kept = groups >= 0
+    return groups[kept], durations[kept]
 
 
 def _test_keys(table: pd.DataFrame, base: RunSummary, new: RunSummary, matched: Matched,
                settings: Settings) -> pd.DataFrame:
-    """Per key tested (same shapes, both sides): BH-adjusted p, ratio CI, sample sizes."""
-    base_durations = _durations_by_key(base, matched.base_key)
-    new_durations = _durations_by_key(new, matched.new_key)
+    """Per key tested (same shapes, both sides): BH-adjusted p, ratio CI, sample sizes.
+
+    All keys' Mann-Whitney tests run in one pass (``mann_whitney_by_group``); the ratio
+    interval is per key, for keys with enough durations.
+    """
     testable = table.index[table["same_shape"] & (table["base_instances"] > 0)
-                           & (table["new_instances"] > 0)]
-    tests = {key: compare_samples(base_durations[key], new_durations[key], settings.confidence,
-                                  settings.max_pairs_per_side, settings.min_ci_instances)
-             for key in testable if key in base_durations and key in new_durations}
-    keys = list(tests)
+                           & (table["new_instances"] > 0)].to_numpy(np.int64)
+    size = int(max(matched.base_key.max(initial=-1), matched.new_key.max(initial=-1),
+                   testable.max(initial=-1))) + 1
+    group_of_key = np.full(size, -1, dtype=np.int64)
+    group_of_key[testable] = np.arange(len(testable))
+    base_group, base_dur = _tested_samples(base, matched.base_key, group_of_key)
+    new_group, new_dur = _tested_samples(new, matched.new_key, group_of_key)
+    n_base = np.bincount(base_group, minlength=len(testable))
+    n_new = np.bincount(new_group, minlength=len(testable))
+    sampled = (n_base > 0) & (n_new > 0)  # a key without samples on a side is not tested
+    keys = testable[sampled]
+    p_raw = mann_whitney_by_group(base_group, base_dur, new_group, new_dur,
+                                  len(testable))[sampled]
+    smallest = np.minimum(n_base, n_new)[sampled]
+    ci_low = np.full(len(keys), np.nan)
+    ci_high = np.full(len(keys), np.nan)
+    wide = np.flatnonzero(smallest >= settings.min_ci_instances)
+    if len(wide):
+        base_order = np.argsort(base_group, kind="stable")
+        new_order = np.argsort(new_group, kind="stable")
+        base_bounds = np.concatenate(([0], np.cumsum(n_base)))
+        new_bounds = np.concatenate(([0], np.cumsum(n_new)))
+        groups = np.flatnonzero(sampled)
+        for i in wide:
+            g = groups[i]
+            low, high = ratio_interval(
+                base_dur[base_order[base_bounds[g]:base_bounds[g + 1]]],
+                new_dur[new_order[new_bounds[g]:new_bounds[g + 1]]],
+                settings.confidence, settings.max_pairs_per_side)
+            ci_low[i] = np.nan if low is None else low
+            ci_high[i] = np.nan if high is None else high
     out = pd.DataFrame(index=table.index)
-    raw = pd.Series([np.nan if tests[k].p_value is None else tests[k].p_value for k in keys],
-                    index=keys, dtype=float)
-    out["p_value"] = pd.Series(adjust_bh(raw.to_numpy()), index=keys, dtype=float)
-    out["ci_low"] = pd.Series([tests[k].ci_low for k in keys], index=keys, dtype=float)
-    out["ci_high"] = pd.Series([tests[k].ci_high for k in keys], index=keys, dtype=float)
-    smallest = pd.Series([min(len(base_durations[k]), len(new_durations[k])) for k in keys],
-                         index=keys, dtype=float)
+    out["p_value"] = pd.Series(adjust_bh(p_raw), index=keys, dtype=float)
+    out["ci_low"] = pd.Series(ci_low, index=keys, dtype=float)
+    out["ci_high"] = pd.Series(ci_high, index=keys, dtype=float)
     out["ci_note"] = None
-    too_few = smallest.index[smallest < settings.min_ci_instances]
+    too_few = keys[smallest < settings.min_ci_instances]
     out.loc[too_few, "ci_note"] = "n too small"
     return out
 

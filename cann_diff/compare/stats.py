@@ -18,6 +18,12 @@
   threshold; a significant change below it keeps ``unchanged`` but is flagged
   ``below_threshold`` so that a renderer shows its % with a mark of its own (``~`` means
   "not significant" only).
+
+Speed: the per-key tests run in one pass over all keys (``mann_whitney_by_group``: one
+sort, ranks within groups, scipy's normal approximation with tie correction written out);
+small samples without ties get scipy's exact test, written out too. scipy.stats is never
+imported (it costs more than all the tests); scipy.special (the normal and t distribution
+functions) only where a p or an interval needs it.
 """
 
 from __future__ import annotations
@@ -26,7 +32,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from ..settings import DEFAULT_SETTINGS
 
@@ -72,7 +77,7 @@ def ratio_interval(base: np.ndarray, new: np.ndarray,
     base, new = _subsample(base, max_pairs), _subsample(new, max_pairs)
     diffs = np.subtract.outer(np.log(new), np.log(base)).ravel()
     nb, nn = len(base), len(new)
-    z = stats.norm.ppf(0.5 + confidence / 2)
+    z = _normal_quantile(0.5 + confidence / 2)
     # The interval is [D(C), D(nm + 1 − C)] of the sorted differences (1-based), with
     # C = floor(nm/2 − z·√(nm(n+m+1)/12)); 0-based that is [C − 1, nm − C].
     c = int(math.floor(nb * nn / 2 - z * math.sqrt(nb * nn * (nb + nn + 1) / 12)))
@@ -82,6 +87,36 @@ def ratio_interval(base: np.ndarray, new: np.ndarray,
     lo, hi = c - 1, diffs.size - c
     low, high = np.partition(diffs, [lo, hi])[[lo, hi]]
     return float(np.exp(low)), float(np.exp(high))
+
+
+def _normal_quantile(q: float) -> float:
+    from scipy import special
+
+    return float(special.ndtri(q))
+
+
+def _all_equal(base: np.ndarray, new: np.ndarray) -> bool:
+    return bool(np.all(base == base[0]) and np.all(new == base[0]))
+
+
+def _exact_two_sided(u: float, n1: int, n2: int) -> float:
+    """Two-sided exact Mann-Whitney p of U = max(U1, U2) without ties, as scipy computes it.
+
+    The null counts of U for sizes (m, n) are the coefficients of the Gaussian binomial
+    [m + n choose m]_q = Π_{i=1..m} (1 − q^(n+i)) / (1 − q^i), built factor by factor in
+    Python integers (each partial product is [n + i choose i]_q, exact); p = 2·P(U' ≥ u),
+    at most 1.
+    """
+    m, n = min(n1, n2), max(n1, n2)
+    counts = np.zeros(m * n + 1, dtype=object)
+    counts[:] = 0
+    counts[0] = 1
+    for i in range(1, m + 1):
+        counts[n + i:] -= counts[:-(n + i)].copy()  # × (1 − q^(n+i))
+        for residue in range(i):  # ÷ (1 − q^i): a running sum along each residue mod i
+            counts[residue::i] = np.cumsum(counts[residue::i])
+    tail = int(counts[int(math.ceil(u)):].sum())
+    return min(1.0, 2 * tail / math.comb(m + n, m))
 
 
 def compare_samples(base: np.ndarray, new: np.ndarray, confidence: float = 0.95,
@@ -96,23 +131,103 @@ def compare_samples(base: np.ndarray, new: np.ndarray, confidence: float = 0.95,
     new = np.asarray(new, dtype=float)
     if len(base) == 0 or len(new) == 0:
         return SampleTest(None, None, None)
-    if np.all(base == base[0]) and np.all(new == base[0]):
-        p_value = 1.0
-    else:
-        p_value = float(stats.mannwhitneyu(base, new, alternative="two-sided").pvalue)
+    p_value = float(mann_whitney_by_group(np.zeros(len(base), np.int64), base,
+                                          np.zeros(len(new), np.int64), new, 1)[0])
     if min(len(base), len(new)) < min_ci:
         return SampleTest(p_value, None, None)
     low, high = ratio_interval(base, new, confidence, max_pairs)
     return SampleTest(p_value, low, high)
 
 
+def _normal_sf_times_two(z: np.ndarray) -> np.ndarray:
+    from scipy import special
+
+    return special.ndtr(-z) * 2
+
+
+def mann_whitney_by_group(base_group: np.ndarray, base: np.ndarray, new_group: np.ndarray,
+                          new: np.ndarray, n_groups: int) -> np.ndarray:
+    """Two-sided Mann-Whitney p of base vs new within every group ``0 … n_groups − 1``, at once.
+
+    What ``scipy.stats.mannwhitneyu(base, new)`` gives per group, without a call per
+    group: one sort of all values by (group, value) gives each value's average rank within
+    its group and the tie sizes; from them U and scipy's normal approximation (continuity
+    and tie correction). Groups scipy decides exactly (a side of at most 8 and no ties) go
+    to the exact null distribution (``_exact_two_sided``). NaN for a group missing on
+    either side; 1 where every value of both sides is the same (no variance: scipy would
+    give NaN). Groups are numbered densely: ``n_groups`` bounds the ids.
+    """
+    base_group = np.asarray(base_group, dtype=np.int64)
+    new_group = np.asarray(new_group, dtype=np.int64)
+    base = np.asarray(base, dtype=float)
+    new = np.asarray(new, dtype=float)
+    groups = np.concatenate([base_group, new_group])
+    values = np.concatenate([base, new])
+    is_base = np.concatenate([np.ones(len(base), bool), np.zeros(len(new), bool)])
+    # By value, then stably by group: a radix sort on small group ids, much faster than
+    # np.lexsort over (group, value).
+    by_value = np.argsort(values)
+    small = np.int16 if n_groups < np.iinfo(np.int16).max else np.int64
+    order = by_value[np.argsort(groups[by_value].astype(small), kind="stable")]
+    groups, values, is_base = groups[order], values[order], is_base[order]
+    size = len(values)
+    n1 = np.bincount(base_group, minlength=n_groups).astype(float)
+    n2 = np.bincount(new_group, minlength=n_groups).astype(float)
+    p = np.full(n_groups, np.nan)
+    if size == 0:
+        return p
+    # Runs of equal (group, value): a tie shares the average of its 1-based positions.
+    new_run = np.ones(size, dtype=bool)
+    new_run[1:] = (groups[1:] != groups[:-1]) | (values[1:] != values[:-1])
+    run_starts = np.flatnonzero(new_run)
+    run_sizes = np.diff(np.append(run_starts, size))
+    group_start = np.zeros(n_groups, dtype=np.int64)
+    group_start[1:] = np.cumsum(np.bincount(groups, minlength=n_groups))[:-1]
+    first = run_starts - group_start[groups[run_starts]]
+    run_rank = first + (run_sizes + 1) / 2.0
+    ranks = np.repeat(run_rank, run_sizes)
+    rank_sum = np.bincount(groups[is_base], weights=ranks[is_base], minlength=n_groups)
+    run_group = groups[run_starts]
+    ties = run_sizes.astype(float)
+    tie_term = np.bincount(run_group, weights=ties**3 - ties, minlength=n_groups)
+    tied = np.bincount(run_group, weights=run_sizes > 1, minlength=n_groups) > 0
+    u1 = rank_sum - n1 * (n1 + 1) / 2
+    u = np.maximum(u1, n1 * n2 - u1)
+    n = n1 + n2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spread = np.sqrt(n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1))))
+        z = (u - n1 * n2 / 2 - 0.5) / spread
+    both = (n1 > 0) & (n2 > 0)
+    constant = both & (np.bincount(run_group, minlength=n_groups) == 1)
+    exact = both & ~constant & ~((n1 > 8) & (n2 > 8)) & ~tied
+    normal = both & ~constant & ~exact
+    if normal.any():
+        p[normal] = np.clip(_normal_sf_times_two(z[normal]), 0.0, 1.0)
+    p[constant] = 1.0
+    for group in np.flatnonzero(exact):
+        p[group] = _exact_two_sided(u[group], int(n1[group]), int(n2[group]))
+    return p
+
+
 def adjust_bh(p_values: np.ndarray) -> np.ndarray:
-    """Benjamini-Hochberg adjusted p-values; NaN (untested) stays NaN."""
+    """Benjamini-Hochberg adjusted p-values; NaN (untested) stays NaN.
+
+    scipy's ``false_discovery_control(method="bh")`` step by step (sort, p·m/i, running
+    minimum from the largest, clip to 1), without importing scipy.stats.
+    """
     p_values = np.asarray(p_values, dtype=float)
     adjusted = np.full_like(p_values, np.nan)
     tested = ~np.isnan(p_values)
-    if tested.any():
-        adjusted[tested] = stats.false_discovery_control(p_values[tested], method="bh")
+    ps = p_values[tested]
+    if len(ps) <= 1:
+        adjusted[tested] = ps
+        return adjusted
+    order = np.argsort(ps)
+    ranked = ps[order] * (len(ps) / np.arange(1, len(ps) + 1, dtype=float))
+    ranked = np.minimum.accumulate(ranked[::-1])[::-1]
+    out = np.empty_like(ranked)
+    out[order] = ranked
+    adjusted[tested] = np.clip(out, 0.0, 1.0)
     return adjusted
 
 
@@ -135,7 +250,9 @@ def compare_steps(base: np.ndarray, new: np.ndarray,
         ratio = math.exp(shift)
         return SampleTest(1.0 if shift == 0 else 0.0, ratio, ratio)
     p_value, dof = _welch(shift, var_b, var_n, len(base), len(new))
-    half = stats.t.ppf(0.5 + confidence / 2, dof) * math.sqrt(var_b + var_n)
+    from scipy import special
+
+    half = special.stdtrit(dof, 0.5 + confidence / 2) * math.sqrt(var_b + var_n)
     return SampleTest(p_value, math.exp(shift - half), math.exp(shift + half))
 
 
@@ -146,8 +263,10 @@ def _welch(shift: float, var_b: float, var_n: float, n_b: int, n_n: int) -> tupl
     ("catastrophic cancellation") where the arithmetic here is exact enough.
     """
     dof = (var_b + var_n) ** 2 / (var_b**2 / (n_b - 1) + var_n**2 / (n_n - 1))
+    from scipy import special
+
     t = abs(shift) / math.sqrt(var_b + var_n)
-    return float(2 * stats.t.sf(t, dof)), float(dof)
+    return float(2 * special.stdtr(dof, -t)), float(dof)
 
 
 def welch_p(base: np.ndarray, new: np.ndarray) -> float | None:

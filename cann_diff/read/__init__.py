@@ -27,6 +27,7 @@ from . import cluster_output, kernelless, msprof_dirs, sqlite_db, torch_text, tr
 from .base import RankData
 from .canonical import canonicalize, normalize_distinct, normalize_dtypes, normalize_shapes
 from .derive import concat_frames
+from .files import is_directory, list_dir, present
 from .framework import combine_framework, reduce_framework
 from .memory import MemoryData, memory_data, read_rank_memory, select_memory, step_intervals
 from .provenance import rank_facts, read_provenance
@@ -100,12 +101,12 @@ def find_rank_sources(path: Path) -> tuple[Format, list[RankSource]]:
     kernel ranks' (``no_kernels`` when none has kernels). InputError says what was looked
     for when nothing is found.
     """
-    if not path.exists():
+    if not present(path):  # an unreadable parent or a too-long name: one line, not a crash
         raise InputError(path, "no such file or directory")
     own = _kernel_format(path) or (KERNEL_LESS if KERNEL_LESS.is_rank_dir(path) else None)
     if own is not None:
         return own, [RankSource(path, own)]
-    children = sorted(p for p in path.iterdir() if p.is_dir()) if path.is_dir() else []
+    children = [p for p in list_dir(path) if is_directory(p)] if is_directory(path) else []
     formats = {child: _kernel_format(child) for child in children}
     fmt = next((f for f in FORMATS if any(found is f for found in formats.values())), None)
     sources = [RankSource(child, fmt) for child in children if fmt and formats[child] is fmt]

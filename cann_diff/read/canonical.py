@@ -61,10 +61,14 @@ def _load_json(path: Path | None, package_file: str) -> dict:
         data_dir = resources.files("cann_diff").joinpath("data")
         text = data_dir.joinpath(package_file).read_text("utf-8")
         return json.loads(text)
+    from .files import check_depth, json_problem, read_bytes  # a FIFO or deep nesting: refused
+
+    raw = read_bytes(Path(path))
+    check_depth(Path(path), raw)
     try:
-        data = json.loads(Path(path).read_text("utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(path, f"cannot read JSON map: {exc}") from None
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        raise InputError(path, f"cannot read JSON map: {json_problem(exc)}") from None
     if not isinstance(data, dict):
         raise InputError(path, "a map must be a JSON object")
     return data

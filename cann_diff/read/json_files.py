@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pandas as pd
 
 from ..errors import InputError, SchemaError
 from ..schema import COMM_COLUMNS
+from . import fast_json
 from .canonical import canonical_names
 from .files import brief, check_depth, json_problem, read_bytes
 
@@ -39,7 +39,7 @@ def load_json(path: Path):
         raise InputError(path, f"not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     del data  # the parse holds the text and its objects, not the bytes too
     try:
-        return json.loads(text)
+        return fast_json.loads(text)  # orjson when installed; the GC paused while parsing
     except RecursionError:  # only reachable with a limit above the interpreter's own
         raise InputError(path, "JSON nested too deeply to parse") from None
     except ValueError as exc:

@@ -1,0 +1,221 @@
+"""The fast paths give what the slow, obvious code gives.
+
+The per-key Mann-Whitney tests in one pass (``mann_whitney_by_group``) against
+``scipy.stats.mannwhitneyu`` called once per key, the Benjamini-Hochberg adjustment
+against ``scipy.stats.false_discovery_control``, the category check of ``validate``
+against a check of every row's string, and ``fast_json.loads`` against ``json.loads``.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from cann_diff.compare.operators import compare_operators
+from cann_diff.compare.stats import adjust_bh, mann_whitney_by_group
+from cann_diff.errors import SchemaError
+from cann_diff.match import match
+from cann_diff.read import fast_json, load_run
+from cann_diff.schema import validate
+from cann_diff.settings import DEFAULT_SETTINGS
+
+from conftest import REALDATA, needs_realdata
+
+LEVELS = REALDATA / "Ascend__msinsight" / "test" / "data" / "pytorch" / "text"
+
+
+def _per_group_scipy(base_group, base, new_group, new, n_groups) -> np.ndarray:
+    out = np.full(n_groups, np.nan)
+    for g in range(n_groups):
+        b, n = base[base_group == g], new[new_group == g]
+        if len(b) and len(n):
+            if np.all(b == b[0]) and np.all(n == b[0]):
+                out[g] = 1.0
+            else:
+                out[g] = stats.mannwhitneyu(b, n, alternative="two-sided").pvalue
+    return out
+
+
+def _crafted_groups(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Groups of every kind scipy treats apart: large, small without ties (exact), small
+    with ties, heavy ties (rounded values), constant on both sides, one side constant,
+    a side missing."""
+    rng = np.random.default_rng(seed)
+    sizes = [(500, 700), (40, 30), (9, 9), (8, 20), (3, 4), (1, 1), (2, 50), (200, 200),
+             (60, 60), (5, 5), (0, 10), (10, 0), (1000, 3)]
+    base_group, base, new_group, new = [], [], [], []
+    for g, (nb, nn) in enumerate(sizes):
+        b = rng.lognormal(3.0, 0.5, nb)
+        n = rng.lognormal(3.0 + 0.05 * (g % 3), 0.5, nn)
+        if g in (1, 7):  # heavy ties: durations on a 1 µs grid
+            b, n = np.round(b / 10), np.round(n / 10)
+        if g == 8:  # both sides the same constant
+            b, n = np.full(nb, 7.0), np.full(nn, 7.0)
+        if g == 9:  # base constant, new another constant
+            b, n = np.full(nb, 7.0), np.full(nn, 8.0)
+        base_group.append(np.full(nb, g)), base.append(b)
+        new_group.append(np.full(nn, g)), new.append(n)
+    return (np.concatenate(base_group), np.concatenate(base), np.concatenate(new_group),
+            np.concatenate(new), len(sizes))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_one_pass_mann_whitney_equals_scipy_per_group(seed):
+    base_group, base, new_group, new, n_groups = _crafted_groups(seed)
+    # Shuffled input: the one-pass test must not rely on the order of the samples.
+    rng = np.random.default_rng(seed + 10)
+    pb, pn = rng.permutation(len(base)), rng.permutation(len(new))
+    got = mann_whitney_by_group(base_group[pb], base[pb], new_group[pn], new[pn], n_groups)
+    want = _per_group_scipy(base_group, base, new_group, new, n_groups)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(got[10]) and np.isnan(got[11])  # a side missing: no test
+    assert got[8] == 1.0
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=0, equal_nan=True)
+    alpha = DEFAULT_SETTINGS.alpha
+    np.testing.assert_array_equal(got < alpha, want < alpha)
+
+
+def test_hand_worked_mann_whitney():
+    # base [1, 2, 3], new [2, 4, 5, 6, 7, 8, 9, 10, 11] in one group, with a tie at 2.
+    # Ranks: 1→1, the two 2s→2.5, 3→4; base rank sum 7.5, U1 = 7.5 − 6 = 1.5, U = 25.5;
+    # μ = 13.5, tie term 2³−2 = 6, σ = √(27/12·(13 − 6/132)) = 5.3976...;
+    # z = (25.5 − 13.5 − 0.5)/σ = 2.1306..., p = 2·(1 − Φ(z)) = 0.03312...
+    p = mann_whitney_by_group(np.zeros(3, np.int64), np.array([1.0, 2.0, 3.0]),
+                              np.zeros(9, np.int64), np.array([2.0, *range(4, 12)]), 1)
+    sigma = np.sqrt(27 / 12 * (13 - 6 / 132))
+    z = 11.5 / sigma
+    from math import erfc, sqrt
+    assert p[0] == pytest.approx(erfc(z / sqrt(2)), rel=1e-12)
+
+
+def test_benjamini_hochberg_equals_scipy():
+    rng = np.random.default_rng(3)
+    ps = np.concatenate([rng.uniform(0, 1, 200), rng.uniform(0, 1e-6, 20), [0.5, 0.5, 0.0]])
+    with_nan = np.concatenate([ps, [np.nan, np.nan]])
+    got = adjust_bh(with_nan)
+    assert np.isnan(got[-2:]).all()
+    np.testing.assert_allclose(got[:-2], stats.false_discovery_control(ps, method="bh"),
+                               rtol=1e-12, atol=0)
+    # Worked by hand: sorted [0.001, 0.1, 0.5, 0.6]·4/i = [0.004, 0.2, 0.667, 0.6], the
+    # running minimum from the end makes 0.667 → 0.6.
+    np.testing.assert_allclose(adjust_bh(np.array([0.5, 0.6, 0.1, 0.001])),
+                               [0.6, 0.6, 0.2, 0.004])
+    assert adjust_bh(np.array([0.3]))[0] == 0.3
+
+
+def _scipy_reference(base_run, new_run, matched, table: pd.DataFrame) -> pd.Series:
+    """p per key the slow way: one scipy call per same-shape key, then scipy's BH."""
+    def durations(summary, keys):
+        rows = summary.samples["row"].to_numpy()
+        return pd.Series(summary.samples["dur_us"].to_numpy()).groupby(keys[rows])
+
+    base = dict(iter(durations(base_run.summary, matched.base_key)))
+    new = dict(iter(durations(new_run.summary, matched.new_key)))
+    tested = table[table["same_shape"] & (table["base_instances"] > 0)
+                   & (table["new_instances"] > 0)]["key_id"]
+    raw = {}
+    for key in tested:
+        if key in base and key in new:
+            b, n = base[key].to_numpy(), new[key].to_numpy()
+            raw[key] = (1.0 if np.all(b == b[0]) and np.all(n == b[0]) else
+                        stats.mannwhitneyu(b, n, alternative="two-sided").pvalue)
+    keys = list(raw)
+    return pd.Series(stats.false_discovery_control(list(raw.values()), method="bh"),
+                     index=keys)
+
+
+@needs_realdata
+def test_operator_p_values_on_real_profiles_equal_per_key_scipy():
+    base = load_run(LEVELS / "level1" / "rank0_ascend_pt", keep_rows=False)
+    new = load_run(LEVELS / "level2" / "rank0_ascend_pt", keep_rows=False)
+    matched = match(base.summary.ops, new.summary.ops)
+    table = compare_operators(base, new, matched, DEFAULT_SETTINGS, 1, 1)
+    want = _scipy_reference(base, new, matched, table)
+    assert len(want) >= 5  # enough keys tested for the comparison to mean something
+    got = table.set_index("key_id").loc[want.index, "p_value"]
+    np.testing.assert_allclose(got.to_numpy(), want.to_numpy(), rtol=1e-9, atol=0)
+    np.testing.assert_array_equal(got.to_numpy() < DEFAULT_SETTINGS.alpha,
+                                  want.to_numpy() < DEFAULT_SETTINGS.alpha)
+    untested = table.set_index("key_id").drop(index=want.index)["p_value"]
+    assert untested.isna().all()
+
+
+def _ops_frame(categories: list[str | None]) -> pd.DataFrame:
+    from cann_diff.schema import OP_COLUMNS, conform_ops
+
+    n = len(categories)
+    frame = pd.DataFrame({c: pd.Series([None] * n, dtype="object") for c in OP_COLUMNS})
+    frame["rank"], frame["start_ns"], frame["dur_us"] = 0, 0, 1.0
+    frame["step"] = pd.array([1] * n, dtype="Int64")
+    frame["category"] = categories
+    return conform_ops(frame)
+
+
+def test_validate_reads_the_categories_used():
+    validate(_ops_frame(["compute", "communication", "compute"]))
+    bad = _ops_frame(["compute", "teleport"])
+    with pytest.raises(SchemaError, match="teleport"):
+        validate(bad)
+    # A category declared but used by no row is not an error (as before: only the values).
+    unused = _ops_frame(["compute"])
+    unused["category"] = unused["category"].cat.add_categories(["teleport"])
+    validate(unused)
+    # A missing category is reported as 'nan', as the string per row did.
+    missing = _ops_frame(["compute", None])
+    with pytest.raises(SchemaError, match="nan"):
+        validate(missing)
+
+
+COMM = {"step1": {"collective": {"hcom_allReduce__1_0_1": {
+    "Communication Time Info": {"Start Timestamp(us)": 1.5e15, "Elapse Time(ms)": 0.25,
+                                "Transit Time(ms)": 0.2, "Wait Time(ms)": 0.05},
+    "Communication Bandwidth Info": {"HCCS": {"Transit Size(MB)": 1.0,
+                                              "Size Distribution": {"1.0": [1, 0.2]}}}}}}}
+
+
+def test_fast_json_equals_json_and_restores_the_collector():
+    data = json.dumps(COMM).encode()
+    assert fast_json.loads(data) == json.loads(data)
+    assert fast_json.loads(b'{"a": [1, 2.5, "\\u00e9", null, true]}') == {
+        "a": [1, 2.5, "é", None, True]}
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        fast_json.loads(data)
+        assert not gc.isenabled()  # a caller's own setting is left as it was
+    finally:
+        gc.enable()
+
+
+def test_fast_json_rejects_bad_input_like_json():
+    for bad in (b'{"a": ', b"\xff\xfe", b'{"a": NaN}x'):
+        with pytest.raises(ValueError):
+            fast_json.loads(bad)
+    assert gc.isenabled()
+
+
+def test_fast_json_without_orjson(monkeypatch):
+    monkeypatch.setattr(fast_json, "orjson", None)
+    assert fast_json.loads(json.dumps(COMM).encode()) == COMM
+    with pytest.raises(ValueError):
+        fast_json.loads(b"[1,")
+
+
+def test_the_comparison_does_not_import_scipy_stats(tmp_path):
+    # Importing scipy.stats costs more than every per-key test together.
+    import subprocess
+    import sys
+
+    from conftest import EXAMPLES, ROOT
+
+    base, new = EXAMPLES / "cann7.0.1.3", EXAMPLES / "cann8.0.RC2"
+    script = ("import sys; from cann_diff.pipeline import diff; "
+              f"diff({str(base)!r}, {str(new)!r}); print('scipy.stats' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "False"
