@@ -172,11 +172,42 @@ class _Failed:
 
 
 def _pool_context():
-    """Fork where there is one (the parent has imported everything: no start-up), else spawn."""
+    """A forkserver where there is one, else spawn.
+
+    Not a plain fork: the parent may hold pyarrow's native threads, and a fork taken
+    while one of them holds an allocator lock hangs the child. The forkserver imports the
+    pipeline once, single-threaded, and forks each worker from that clean state.
+    """
     import multiprocessing
 
     methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    if "forkserver" in methods:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["cann_diff.pipeline"])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+PROCESS_MIN_BYTES = 64 * 2**20  # below this a worker's start-up (~1 s) costs more than it saves
+
+
+def _large(paths: list[str | Path], limit: int = PROCESS_MIN_BYTES) -> bool:
+    """Whether the inputs hold at least ``limit`` bytes (the walk stops once they do)."""
+    import os
+
+    total = 0
+    for path in paths:
+        for root, _dirs, names in os.walk(path):
+            for name in names:
+                try:
+                    total += os.stat(os.path.join(root, name), follow_symlinks=False).st_size
+                except OSError:
+                    continue
+                if total >= limit:
+                    return True
+        if os.path.isfile(path):
+            total += os.path.getsize(path)
+    return total >= limit
 
 
 def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options,
@@ -189,7 +220,8 @@ def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options
     ``jobs`` for its ranks. With one job, or a Dask scheduler (which spreads the ranks
     itself), they are read one after the other in this process.
     """
-    if options.jobs < 2 or options.scheduler or len(items) < 2:
+    if options.jobs < 2 or options.scheduler or len(items) < 2 or \
+            not _large([path for path, _, _ in items]):
         return [read_side(path, label, side, options, progress, rank_progress)
                 for path, label, side in items]
     from concurrent.futures import ProcessPoolExecutor

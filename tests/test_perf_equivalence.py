@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import gc
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import REALDATA, needs_realdata
 from scipy import stats
 
 from cann_diff.compare.operators import compare_operators
@@ -23,8 +25,6 @@ from cann_diff.match import match
 from cann_diff.read import fast_json, load_run
 from cann_diff.schema import validate
 from cann_diff.settings import DEFAULT_SETTINGS
-
-from conftest import REALDATA, needs_realdata
 
 LEVELS = REALDATA / "Ascend__msinsight" / "test" / "data" / "pytorch" / "text"
 
@@ -219,3 +219,15 @@ def test_the_comparison_does_not_import_scipy_stats(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_sides_read_in_worker_processes_give_the_same_report(monkeypatch):
+    """The process path (forkserver) reads what the in-process path reads."""
+    from cann_diff import pipeline
+
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    base, new = examples / "cann7.0.1.3", examples / "cann8.0.RC2"
+    alone = pipeline.diff(base, new, pipeline.Options(jobs=1)).report.to_dict()
+    monkeypatch.setattr(pipeline, "PROCESS_MIN_BYTES", 0)  # the examples are small
+    spread = pipeline.diff(base, new, pipeline.Options(jobs=2)).report.to_dict()
+    assert spread == alone
