@@ -26,6 +26,7 @@ import pandas as pd
 from .compare import Comparison
 from .compare.families import compare_families
 from .compare.memory import MemoryComparison
+from .compare.steps import ScreenedStep
 from .findings import Analysis, FusionGroup
 from .findings.compute_split import mc2_part
 from .findings.headline import headline
@@ -187,19 +188,8 @@ class StepResult:
     gate: bool | None = None
     base_steps: tuple[int, ...] = ()
     new_steps: tuple[int, ...] = ()
-    screened: tuple[ScreenedStepRow, ...] = ()
+    screened: tuple[ScreenedStep, ...] = ()
     all_steps: AllSteps | None = None
-
-
-@dataclass(frozen=True)
-class ScreenedStepRow:
-    """A warm-up or outlier step left out of the step comparison (µs; z robust)."""
-
-    side: str
-    step: int
-    stage_us: float
-    median_us: float
-    z: float
 
 
 @dataclass(frozen=True)
@@ -582,8 +572,7 @@ def _figure(values: Mapping[str, float]) -> Figure:
 def _step(cmp: Comparison) -> StepResult:
     s = cmp.step
     breakdown = Breakdown(**{f.name: _figure(s.breakdown[f.name]) for f in fields(Breakdown)})
-    screened = tuple(ScreenedStepRow(x.side, int(x.step), float(x.stage_us),
-                                     float(x.median_us), float(x.z)) for x in s.screened)
+    screened = tuple(s.screened)  # compare's frozen ScreenedStep, shown as it is
     every = s.all_steps
     all_steps = None if every is None else AllSteps(
         clean(every.base_us), clean(every.new_us), clean(every.delta_us),
