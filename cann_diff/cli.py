@@ -53,7 +53,7 @@ def _percent(value: str, option: str) -> float:
 
 def parse_steps(spec: str) -> list[tuple[int | None, int | None]]:
     """``"5-7,9"`` → [(5, 7), (9, 9)]; ``"3-"`` = step 3 onward; ``"-4"`` = up to 4."""
-    ranges = []
+    ranges: list[tuple[int | None, int | None]] = []
     for part in spec.split(","):
         part = part.strip()
         match = re.fullmatch(r"(\d*)\s*-\s*(\d*)", part)
@@ -298,7 +298,7 @@ def _labels(spec: str | None, base_label: str | None, new_label: str | None,
     if spec is not None:
         if base_label or new_label:
             raise UsageError("--labels", "give either --labels or --base-label/--new-label")
-        labels = [part.strip() for part in spec.split(",")]
+        labels: list[str | None] = [part.strip() for part in spec.split(",")]
         if len(labels) != candidates + 1 or not all(labels):
             raise UsageError("--labels", f"needs {candidates + 1} non-empty names (BASE and "
                                          f"each NEW), got {spec!r}")

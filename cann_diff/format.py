@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # typing.TypeIs is 3.13; the checker brings typing_extensions
+    from typing_extensions import TypeIs
 
 SUPERSCRIPTS = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
-def is_missing(value) -> bool:
-    """True for None and NaN."""
+def is_missing(value: object) -> TypeIs[None]:
+    """True for None and NaN (to the type checker: a value that passes is not None)."""
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 

@@ -187,14 +187,14 @@ def _key_rows(pairs: pd.DataFrame, kind: str) -> pd.DataFrame:
     compared = pairs["match_shapes_base"].to_numpy(dtype=object)
     if kind == "type-only":
         shapes = compared = np.full(len(pairs), "", dtype=object)
-    if kind == "renamed":
-        kind = np.where(base_type == new_type, "normalized", "renamed")
+    # The renamed rung reads "normalized" where only the shapes were normalized.
+    rung = np.where(base_type == new_type, "normalized", "renamed") if kind == "renamed" else kind
     return pd.DataFrame({
         "op_type": _arrow(base_type, new_type), "base_op_type": base_type,
         "new_op_type": new_type, "family": pairs["family_base"].to_numpy(),
         "input_shapes": shapes, "base_input_shapes": base_shapes,
         "new_input_shapes": new_shapes, "match_shapes": compared,
-        "category": pairs["category_base"].to_numpy(), "match_kind": kind,
+        "category": pairs["category_base"].to_numpy(), "match_kind": rung,
         "base_groups": [_as_list(g) for g in pairs["group_base"]],
         "new_groups": [_as_list(g) for g in pairs["group_new"]],
     })

@@ -8,6 +8,7 @@ pairwise reports do not already hold) and the verdict across candidates.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from . import format as fmt
@@ -109,9 +110,9 @@ def _describe(candidate: Candidate) -> str:
     step = candidate.step
     if step.status == "regressed":
         why = f", {candidate.fusion}" if candidate.fusion != "unchanged" else ""
-        return f"{candidate.label} is {abs(step.delta_pct):.1f}% slower{why}"
+        return f"{candidate.label} is {abs(step.delta_pct or 0.0):.1f}% slower{why}"
     if step.status == "improved":
-        return f"{candidate.label} is {abs(step.delta_pct):.1f}% faster"
+        return f"{candidate.label} is {abs(step.delta_pct or 0.0):.1f}% faster"
     return f"{candidate.label} is unchanged ({fmt.pct(step.delta_pct)})"
 
 
@@ -131,7 +132,7 @@ def verdict(base_label: str, candidates: tuple[Candidate, ...]) -> str:
 
 
 def build_summary(reports: list[Report], directories: list[str],
-                  gate_failed: list[bool | None], gate_pct: float | None = None) -> Summary:
+                  gate_failed: Sequence[bool | None], gate_pct: float | None = None) -> Summary:
     """The Summary of pairwise reports that share one baseline (in candidate order)."""
     if not reports:
         raise ValueError("a summary needs at least one candidate report")

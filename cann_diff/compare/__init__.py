@@ -115,6 +115,7 @@ def _step_notes(step: StepComparison, settings: Settings) -> list[Note]:
                           if s.median_us > 0 else f"{s.side} step {s.step}"
                           for s in step.screened)
         every = step.all_steps
+        assert every is not None  # screening always keeps the figures over every step
         notes.append(Note("steps-screened", f"warm-up/outlier steps left out of the step "
                           f"comparison (robust z beyond {settings.step_outlier_z:g} on the "
                           f"step time): {named}. Over all steps the step changes by "

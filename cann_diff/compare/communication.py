@@ -125,8 +125,8 @@ def _pair(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     base = base.rename_axis("group").reset_index()
     new = new.rename_axis("group").reset_index()
     found = []
-    for paired_by, key in PAIRING:
-        key = list(key)
+    for paired_by, columns in PAIRING:
+        key = list(columns)
         # An empty key (an unnamed group, no member among the shared ranks) says nothing.
         b = base[(base[key].astype(str) != "").all(axis=1)]
         n = new[(new[key].astype(str) != "").all(axis=1)]

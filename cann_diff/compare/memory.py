@@ -199,7 +199,7 @@ class MemoryComparison:
             "headline": self.headline,
             "growth": dict(self.growth) if self.growth else None,
             "warnings": list(self.warnings),
-            "copies": None if self.copies_total is None else {
+            "copies": None if self.copies_total is None or self.copy_units is None else {
                 "units": {"base": self.copy_units[0], "new": self.copy_units[1]},
                 "directions": [asdict(c) for c in self.copies],
                 "total": asdict(self.copies_total)},
@@ -335,7 +335,7 @@ def _describe(peak: PeakChange) -> str:
 
 def _headline(peaks: list[PeakChange | None], threshold_pct: float,
               headline_mb: float) -> str | None:
-    moved = [_describe(p) for p in peaks if _moved(p, threshold_pct, headline_mb)]
+    moved = [_describe(p) for p in peaks if p is not None and _moved(p, threshold_pct, headline_mb)]
     if not moved:
         return None
     text = "; ".join(moved) + "."
@@ -361,7 +361,7 @@ def _growth(peak: PeakChange | None, operators: pd.DataFrame,
                           zip(grown["name"].head(3), grown["delta_mb"].head(3)))
         detail += f" Operator allocations that grew most (total per rank): {named}."
     modules_grown = sorted((m for m in modules if (m.delta_mb or 0) > 0),
-                           key=lambda m: (-m.delta_mb, m.module))[:3]
+                           key=lambda m: (-(m.delta_mb or 0), m.module))[:3]
     if modules_grown:
         named = ", ".join(f"{m.module} {m.delta_mb:+,.1f} MB" for m in modules_grown)
         detail += f" Modules that grew most: {named}."

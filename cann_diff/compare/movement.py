@@ -54,9 +54,9 @@ class BandwidthChange:
     new_samples: int
 
 
-def pct_change(delta: float, base: float) -> float | None:
+def pct_change(delta: float, base: float | None) -> float | None:
     """``delta`` as a percentage of ``base``; None when base is 0 or unknown."""
-    return None if not base or not np.isfinite(base) else 100.0 * delta / base
+    return None if base is None or not base or not np.isfinite(base) else 100.0 * delta / base
 
 
 def as_number(value) -> float | None:

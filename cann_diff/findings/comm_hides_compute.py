@@ -67,7 +67,7 @@ def _part_sums(table: pd.DataFrame) -> dict[str, dict[str, float]] | None:
     if not all(f"{side}_{part}_us" in table for side in ("base", "new")
                for part in ("transit", "wait")):
         return None
-    sums = {}
+    sums: dict[str, dict[str, float]] = {}
     for part, _ in PARTS:
         sums[part] = {}
         for side in ("base", "new"):
@@ -101,7 +101,7 @@ def growth_kind(cmp: Comparison) -> tuple[str, str, dict]:
                            "time cannot be told apart"), {**data, "kind": "unknown"}
     growth = {part: sums[part]["new"] - sums[part]["base"] for part, _ in PARTS}
     finite = {p: g for p, g in growth.items() if math.isfinite(g)}
-    top = max(finite, key=finite.get) if finite else None
+    top = max(finite, key=finite.__getitem__) if finite else None
     if top is None or finite[top] <= 0:
         return "unknown", f"{ops}; no part of the elapsed time grew", {**data, "kind": "unknown"}
     words = dict(PARTS)

@@ -148,7 +148,8 @@ def _detect_one(spec: FusedOp, cmp: Comparison,
 
 def claimed_instances(groups: list[FusionGroup]) -> tuple[dict[int, float], dict[int, float]]:
     """Instances per step claimed by all groups, per key: (base side, new side)."""
-    base, new = {}, {}
+    base: dict[int, float] = {}
+    new: dict[int, float] = {}
     for group in groups:
         for total, claims in ((base, group.base_claims), (new, group.new_claims)):
             for key, n in claims.items():
@@ -163,7 +164,8 @@ def detect_fusion(cmp: Comparison, fusion_map: Path | None = None):
     when every instance it has on either side belongs to a group; a key of which a group
     claims only some instances stays an operator with its own status.
     """
-    groups, owner = [], {}
+    groups: list[FusionGroup] = []
+    owner: dict[int, str] = {}
     for spec in fusion_table(fusion_map).values():
         group = _detect_one(spec, cmp, claimed_instances(groups))
         if group:

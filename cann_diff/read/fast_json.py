@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import gc
 import json
+from types import ModuleType
 
+orjson: ModuleType | None
 try:
     import orjson
 except ImportError:  # optional: the standard parser gives the same objects
     orjson = None
 
 
-def loads(data: bytes):
+def loads(data: str | bytes):
     """``json.loads(data)``, faster; raises ValueError (json.JSONDecodeError) on bad input."""
     paused = gc.isenabled()
     gc.disable()

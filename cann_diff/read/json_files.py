@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -70,7 +71,7 @@ def _op_record(path: Path, rank: int, step: int | None, key: str, info: dict) ->
     if not isinstance(times, dict) or not isinstance(links, dict):
         raise SchemaError(path, f"{brief(key)}: time and bandwidth info must be objects")
     name, _, group = key.partition("@")
-    record = {"rank": rank, "step": step, "op_name": name, "group": group}
+    record: dict[str, Any] = {"rank": rank, "step": step, "op_name": name, "group": group}
     for source, target in TIME_FIELDS.items():
         record[target] = _number(path, key, source, times.get(source)) * 1000.0
     for link in LINK_TYPES:

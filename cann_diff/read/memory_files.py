@@ -366,7 +366,8 @@ def read_trace_hbm(path: Path) -> pd.DataFrame:
                     stamps.append(str(event.get("ts")))
                     values.append(float(number))
                 elif ph == "M" and event.get("name") == "process_name":
-                    args = event.get("args") if isinstance(event.get("args"), dict) else {}
+                    args = event.get("args")
+                    args = args if isinstance(args, dict) else {}
                     processes[str(event.get("pid"))] = str(args.get("name", ""))
     except BaseException as exc:
         raise_stream_error(path, exc)

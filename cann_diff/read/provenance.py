@@ -39,11 +39,12 @@ import ast
 import json
 import re
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from ..errors import CannDiffError, InputError
 from .derive import CHIP_TABLE
@@ -118,7 +119,7 @@ class _Found:
             self.facts[fact] = (value, where)
 
 
-def _utc(ns: float) -> str | None:
+def _utc(ns: Any) -> str | None:
     """Unix time in ns as ISO 8601 UTC (``2025-01-09T08:28:04Z``); None when implausible."""
     try:
         seconds = float(ns) / 1e9
@@ -155,11 +156,13 @@ def _profiler_info(root: Path, found: _Found, read: tuple[str, object] | None = 
         found.looked.setdefault(fact, f"{name}: no {key}")
     found.add("cann", data.get("cann_version"), name)
     found.add("torch_npu", data.get("torch_npu_version"), name)
-    config = data.get("config") if isinstance(data.get("config"), dict) else {}
+    config = data.get("config")
+    config = config if isinstance(config, dict) else {}
     experimental = config.get("experimental_config")
     if isinstance(experimental, dict):
         found.add("profiler_level", experimental.get("_profiler_level"), name)
-    end = data.get("end_info") if isinstance(data.get("end_info"), dict) else {}
+    end = data.get("end_info")
+    end = end if isinstance(end, dict) else {}
     found.add("collected", _utc(end.get("collectionTimeEnd")), name)
 
 
@@ -168,7 +171,7 @@ def _distributed(args, found: _Found, where: str) -> None:
     if not isinstance(args, dict):
         return
     size = args.get("world_size")
-    found.add("world_size", int(size) if str(size).isdigit() else None, where)
+    found.add("world_size", int(str(size)) if str(size).isdigit() else None, where)
     layout = [f"{name} {args[key]}" for name, key in PARALLEL_KEYS if args.get(key) is not None]
     if args.get("sequence_parallel") is True:
         layout.append("SP")
@@ -333,7 +336,7 @@ def _combined(values: list, fact: str) -> object:
                                  for v, n in counts.items())
 
 
-def would_hold(fmt: str, sources: list[Path] = ()) -> Mapping[str, str]:
+def would_hold(fmt: str, sources: Sequence[Path] = ()) -> Mapping[str, str]:
     """Per fact, the file that would record it in a profile of format ``fmt``."""
     if fmt == "trace_json" and sources and all(
             Path(s).is_file() and not Path(s).name.startswith("trace_view") for s in sources):

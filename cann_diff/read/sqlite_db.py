@@ -71,6 +71,8 @@ JOURNALS = ("-wal", "-journal")  # what a writer leaves beside a db it did not f
 class _CopyConnection(sqlite3.Connection):
     """A connection to a private copy of a db; closing it removes the copy."""
 
+    cleanup: weakref.finalize | None = None
+
     def close(self) -> None:
         try:
             super().close()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -42,7 +43,7 @@ STACK = (("computing", "Computing", "#0072B2"),
          ("communication_not_overlapped", "Exposed communication", "#D55E00"),
          ("free", "Free", "#BBBBBB"),
          ("bubble", "Bubble", "#CC79A7"))
-NOT_SIGNIFICANT = {"alpha": 0.45, "hatch": "///"}
+NOT_SIGNIFICANT: dict[str, Any] = {"alpha": 0.45, "hatch": "///"}
 plt.rcParams.update({"svg.hashsalt": "cann-diff", "font.size": 10, "hatch.linewidth": 0.6})
 MEMORY_SIZE = (8.0, 4.0)  # inches; with DPI 100 → 800 × 400 px
 MARKER_MAX_POINTS = 60
@@ -445,7 +446,8 @@ def draw_charts(report: Report, out_dir: Path) -> dict[str, Path]:
         charts["rank_steps"] = draw_rank_steps(report, out_dir / "rank_steps.png")
     if report.families:
         charts["families"] = draw_families(report, out_dir / "families.png")
-    if report.memory is not None and has_timeline(report.memory):
+    memory = report.memory
+    if memory is not None and has_timeline(memory):
         charts["memory"] = write_atomic(out_dir / "memory.png",
-                                        lambda temp: draw_memory_chart(report.memory, temp))
+                                        lambda temp: draw_memory_chart(memory, temp))
     return charts

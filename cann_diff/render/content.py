@@ -374,7 +374,7 @@ def _groups(report: Report) -> list[Block]:
                           for link in LINKS
                           if not (fmt.is_missing(getattr(g, f"base_{link}_gbps"))
                                   and fmt.is_missing(getattr(g, f"new_{link}_gbps"))))
-        name = code(fmt.shapes(str(g.group), 24))
+        name = inline(code(fmt.shapes(str(g.group), 24)))
         if g.base_group and g.new_group and g.base_group != g.new_group:
             name = inline(code(fmt.shapes(str(g.base_group), 24)), " → ",
                           code(fmt.shapes(str(g.new_group), 24)), f" ({g.paired_by})")

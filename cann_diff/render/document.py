@@ -121,7 +121,7 @@ class Cell:
 
 def cell(*parts: str | Span | tuple, sort: float | None = None) -> Cell:
     """A cell of joined text; a missing (NaN) sort value sorts as text."""
-    return Cell(inline(*parts), None if fmt.is_missing(sort) else float(sort))
+    return Cell(inline(*parts), None if sort is None or fmt.is_missing(sort) else float(sort))
 
 
 @dataclass(frozen=True)

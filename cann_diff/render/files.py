@@ -19,13 +19,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
+from ..errors import OutputError
+
+fcntl: ModuleType | None
 try:
     import fcntl
 except ImportError:  # not POSIX
     fcntl = None
 
-from ..errors import OutputError
 
 LOCK_NAME = ".cann-diff.lock"
 STAGE_PREFIX = ".cann-diff-stage-"
@@ -68,7 +71,7 @@ def safe_name(label: str) -> str:
     return name or "run"
 
 
-def write_atomic(path: Path, write: Callable[[Path], None]) -> Path:
+def write_atomic(path: Path, write: Callable[[Path], object]) -> Path:
     """Call ``write(temp_path)`` then rename onto ``path``; a failed write leaves no trace."""
     path = Path(path)
     if path.is_dir():
@@ -173,6 +176,7 @@ def _open_lock_file(out: Path) -> int:
 def _acquire(handle: int, out: Path, wait_s: float,
              on_wait: Callable[[], None] | None) -> bool:
     """Lock ``handle`` exclusively, waiting up to ``wait_s``; False if it cannot be locked."""
+    assert fcntl is not None  # _locked asks only on POSIX
     deadline = time.monotonic() + wait_s
     while True:
         try:

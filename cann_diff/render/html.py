@@ -145,7 +145,8 @@ def png_data_uri(data: bytes) -> tuple[str, int | None, int | None]:
 
 def inline_html(text: Inline) -> str:
     """An inline as HTML: every span escaped, bold runs in one ``<strong>``."""
-    out, bold = [], []
+    out: list[str] = []
+    bold: list[str] = []
 
     def piece(span) -> str:
         body = escape(span.text)
@@ -239,7 +240,9 @@ def to_html(blocks: list[Block], images: Mapping[str, bytes] | None = None,
     images = images or {}
     title = next((plain_text(b.text) for b in blocks
                   if isinstance(b, Heading) and b.level == 1), "cann-diff report")
-    header, sections, footer = [], [], []
+    header: list[str] = []
+    sections: list[tuple[Heading, list[str]]] = []  # a level-2 heading and its blocks
+    footer: list[str] = []
     for block in blocks:
         if isinstance(block, Paragraph) and block.role == "footer":
             footer.append(f"<p>{inline_html(block.text)}</p>")
@@ -248,15 +251,15 @@ def to_html(blocks: list[Block], images: Mapping[str, bytes] | None = None,
         if text is None:
             continue
         if isinstance(block, Heading) and block.level == 2:
-            sections.append([block, text])
+            sections.append((block, [text]))
         elif sections:
-            sections[-1].append(text)
+            sections[-1][1].append(text)
         else:
             header.append(text)
-    toc = "".join(f'<li><a href="#{escape(s[0].anchor)}">{inline_html(s[0].text)}</a></li>'
-                  for s in sections if s[0].anchor)
-    body = "\n".join(f'<section id="section-{escape(s[0].anchor)}">\n' + "\n".join(s[1:]) +
-                     "\n</section>" for s in sections)
+    toc = "".join(f'<li><a href="#{escape(head.anchor)}">{inline_html(head.text)}</a></li>'
+                  for head, _ in sections if head.anchor)
+    body = "\n".join(f'<section id="section-{escape(head.anchor)}">\n' + "\n".join(parts) +
+                      "\n</section>" for head, parts in sections)
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',

@@ -78,7 +78,8 @@ def _span(span: Span, table: bool, start: bool) -> str:
 
 def inline_md(text: Inline, table: bool = False, start: bool = True) -> str:
     """An inline as Markdown; consecutive bold spans share one ``**…**``."""
-    out, bold = [], []
+    out: list[str] = []
+    bold: list[str] = []
 
     def close() -> None:
         if bold:

@@ -57,7 +57,7 @@ def provenance_blocks(report: Report) -> list[Block]:
     def row(name: str, make) -> tuple[Cell, ...]:
         return (cell(name), make(b), make(n))
 
-    rows = (row("label", lambda s: cell(s.label)),
+    rows: tuple[tuple[Cell, ...], ...] = (row("label", lambda s: cell(s.label)),
             row("path", lambda s: cell(code(s.path))),
             row("format", lambda s: cell(s.format)),
             row("CANN", lambda s: _recorded(s, "cann", s.versions.cann)),

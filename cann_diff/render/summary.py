@@ -11,7 +11,20 @@ from pathlib import Path
 
 from .. import format as fmt
 from ..summary import Candidate, Summary
-from .document import Block, Bullets, Chart, Heading, Paragraph, Table, cell, code, inline, strong
+from .document import (
+    Block,
+    Bullets,
+    Chart,
+    Heading,
+    Inline,
+    Paragraph,
+    Span,
+    Table,
+    cell,
+    code,
+    inline,
+    strong,
+)
 from .files import write_text_atomic
 
 CHART = "candidates_step"
@@ -65,7 +78,8 @@ def _findings(summary: Summary) -> list[Block]:
     items = []
     for c in summary.candidates:
         shown = c.findings[:3]
-        text = [strong(c.label), f" (full report: {c.report}/report.md): "]
+        text: list[str | Span | Inline] = [strong(c.label),
+                                           f" (full report: {c.report}/report.md): "]
         if not shown:
             text.append("nothing beyond the tables")
         for i, f in enumerate(shown):
