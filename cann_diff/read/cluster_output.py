@@ -14,12 +14,12 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import SchemaError
-from ..schema import COMM_COLUMNS, STAGE_FIELDS
+from ..schema import STAGE_FIELDS
 from .base import RankData
 from .csv_files import STEP_HEADERS, integer_ids, read_csv_columns, read_header
 from .derive import check_step_figures
 from .files import brief, is_directory, present
-from .json_files import LINK_COLUMNS, _op_record, _step_number, comm_types_of, load_json
+from .json_files import _step_number, comm_frame, comm_types_of, load_json
 
 FORMAT = "cluster_analysis_output"
 STEPS = "cluster_step_trace_time.csv"
@@ -65,7 +65,10 @@ def _read_comm(path: Path) -> pd.DataFrame:
     data = load_json(path)
     if not isinstance(data, dict):
         raise SchemaError(path, "expected an object keyed by communication group")
-    records = []
+    ranks: list[int] = []
+    step_ids: list[int | None] = []
+    keys: list[str] = []
+    infos: list[dict] = []
     for steps in data.values():
         if not isinstance(steps, dict):
             raise SchemaError(path, "expected step objects inside each group")
@@ -76,11 +79,13 @@ def _read_comm(path: Path) -> pd.DataFrame:
             for op_key, by_rank in ops.items():
                 if op_key.startswith("Total Op Info") or not isinstance(by_rank, dict):
                     continue
-                records += [_op_record(path, int(rank), step, op_key, info)
-                            for rank, info in by_rank.items()
-                            if RANK_KEY.fullmatch(rank) and isinstance(info, dict)]
-    frame = pd.DataFrame.from_records(records, columns=[*COMM_COLUMNS, *LINK_COLUMNS])
-    frame["step"] = frame["step"].astype("Int64")
+                found = [(int(rank), info) for rank, info in by_rank.items()
+                         if RANK_KEY.fullmatch(rank) and isinstance(info, dict)]
+                ranks += [rank for rank, _ in found]
+                infos += [info for _, info in found]
+                keys += [op_key] * len(found)
+                step_ids += [step] * len(found)
+    frame = comm_frame(path, ranks, step_ids, keys, infos)
     return frame
 
 

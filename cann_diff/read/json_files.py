@@ -65,25 +65,60 @@ def _number(path: Path, key: str, field: str, value) -> float:
     return number
 
 
-def _op_record(path: Path, rank: int, step: int | None, key: str, info: dict) -> dict:
-    times = info.get("Communication Time Info", {})
-    links = info.get("Communication Bandwidth Info", {})
-    if not isinstance(times, dict) or not isinstance(links, dict):
-        raise SchemaError(path, f"{brief(key)}: time and bandwidth info must be objects")
-    name, _, group = key.partition("@")
-    record: dict[str, Any] = {"rank": rank, "step": step, "op_name": name, "group": group}
+def _numbers(path: Path, keys: list[str], field: str, values: list) -> np.ndarray:
+    """A column of times (ms) or sizes (MB): finite numbers ≥ 0 (missing is 0), or refused.
+
+    One numpy conversion decides the column; only when it fails are the values taken one
+    at a time, to name the first op whose value is wrong.
+    """
+    try:
+        numbers = np.array([v or 0.0 for v in values], dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        numbers = None
+    if numbers is None or not np.isfinite(numbers).all() or (numbers < 0).any():
+        numbers = np.array([_number(path, key, field, value)
+                            for key, value in zip(keys, values)], dtype=np.float64)
+    return numbers
+
+
+def _objects(path: Path, keys: list[str], what: str, values: list) -> None:
+    """Refuse an info that is not a JSON object, naming its op."""
+    bad = next((i for i, value in enumerate(values) if not isinstance(value, dict)), None)
+    if bad is not None:
+        raise SchemaError(path, f"{brief(keys[bad])}: {what} must be an object")
+
+
+def comm_frame(path: Path, ranks: list[int], steps: list[int | None], keys: list[str],
+               infos: list[dict]) -> pd.DataFrame:
+    """One row per communication op (``name@group`` keys and their info objects).
+
+    Times become µs. The columns are built a field at a time, not a dict per op: a
+    collective-heavy rank holds tens of thousands of ops.
+    """
+    times = [info.get("Communication Time Info", {}) for info in infos]
+    links = [info.get("Communication Bandwidth Info", {}) for info in infos]
+    _objects(path, keys, "time and bandwidth info", times)
+    _objects(path, keys, "time and bandwidth info", links)
+    parts = pd.Series(keys, dtype=object).str.partition("@") if keys else None
+    columns: dict[str, Any] = {
+        "rank": np.array(ranks, dtype=np.int64), "step": steps,
+        "op_name": parts[0].to_numpy() if parts is not None else np.array([], dtype=object),
+        "group": parts[2].to_numpy() if parts is not None else np.array([], dtype=object)}
     for source, target in TIME_FIELDS.items():
-        record[target] = _number(path, key, source, times.get(source)) * 1000.0
+        columns[target] = _numbers(path, keys, source, [t.get(source) for t in times]) * 1000.0
     for link in LINK_TYPES:
-        values = links.get(link) or {}
-        if not isinstance(values, dict):
-            raise SchemaError(path, f"{brief(key)}: {link} bandwidth info must be an object")
-        record[f"{link.lower()}_mb"] = _number(path, key, link, values.get("Transit Size(MB)"))
-        record[f"{link.lower()}_us"] = _number(path, key, link,
-                                               values.get("Transit Time(ms)")) * 1000
+        values = [found.get(link) or {} for found in links]
+        _objects(path, keys, f"{link} bandwidth info", values)
+        columns[f"{link.lower()}_mb"] = _numbers(path, keys, link,
+                                                 [v.get("Transit Size(MB)") for v in values])
+        columns[f"{link.lower()}_us"] = _numbers(
+            path, keys, link, [v.get("Transit Time(ms)") for v in values]) * 1000
     # SDMA aggregates the on-node links (HCCS, PCIE, SIO); RDMA is the inter-node one.
-    record["transit_mb"] = record["sdma_mb"] + record["rdma_mb"]
-    return record
+    columns["transit_mb"] = columns["sdma_mb"] + columns["rdma_mb"]
+    columns["comm_type"] = np.full(len(keys), np.nan)  # named by comm_types_of
+    frame = pd.DataFrame(columns)[[*COMM_COLUMNS, *LINK_COLUMNS]]
+    frame["step"] = frame["step"].astype("Int64")
+    return frame
 
 
 def read_communication(path: Path, rank: int) -> pd.DataFrame:
@@ -91,7 +126,9 @@ def read_communication(path: Path, rank: int) -> pd.DataFrame:
     data = load_json(path)
     if not isinstance(data, dict):
         raise SchemaError(path, "expected an object keyed by step")
-    records = []
+    steps: list[int | None] = []
+    keys: list[str] = []
+    infos: list[dict] = []
     for step_key, kinds in data.items():
         if not isinstance(kinds, dict):
             raise SchemaError(path, f"{brief(step_key)}: expected an object of p2p/collective "
@@ -100,11 +137,13 @@ def read_communication(path: Path, rank: int) -> pd.DataFrame:
         for ops in kinds.values():
             if not isinstance(ops, dict):
                 continue
-            records += [_op_record(path, rank, step, key, info) for key, info in ops.items()
-                        if isinstance(info, dict) and not key.startswith("Total Op Info")]
-    frame = pd.DataFrame.from_records(records, columns=[*COMM_COLUMNS, *LINK_COLUMNS])
+            found = [(key, info) for key, info in ops.items()
+                     if isinstance(info, dict) and not key.startswith("Total Op Info")]
+            keys += [key for key, _ in found]
+            infos += [info for _, info in found]
+            steps += [step] * len(found)
+    frame = comm_frame(path, [rank] * len(keys), steps, keys, infos)
     frame["comm_type"] = comm_types_of(frame["op_name"])
-    frame["step"] = frame["step"].astype("Int64")
     return frame
 
 
