@@ -89,11 +89,35 @@ HBM_TOTAL_COLUMNS = ("direction", "samples", "total_gbps", "peak_gbps")
 SPAN_COLUMNS = ("step", "start_us", "end_us")
 
 
+# Empty frames built once per process and copied: a rank without memory files needs a
+# dozen of them, and building one costs ten times its copy.
+_EMPTY_FRAMES: dict[tuple[str, tuple[str, ...]], pd.DataFrame] = {}
+
+
+def _nothing(columns: tuple[str, ...]) -> pd.DataFrame:
+    """``empty_frame(columns)`` (text columns as str, the rest float64), a fresh copy."""
+    key = ("bare", columns)
+    if key not in _EMPTY_FRAMES:
+        _EMPTY_FRAMES[key] = empty_frame(columns)
+    return _EMPTY_FRAMES[key].copy()
+
+
 def _no_rows(columns: tuple[str, ...]) -> pd.DataFrame:
-    frame = empty_frame(columns)
-    if "direction" in columns:
-        frame = frame.astype({"direction": "object"})
-    return frame.assign(rank=pd.Series(dtype="int64"))[["rank", *columns]]
+    key = ("ranked", columns)
+    if key not in _EMPTY_FRAMES:
+        frame = empty_frame(columns)
+        if "direction" in columns:
+            frame = frame.astype({"direction": "object"})
+        _EMPTY_FRAMES[key] = frame.assign(rank=pd.Series(dtype="int64"))[["rank", *columns]]
+    return _EMPTY_FRAMES[key].copy()
+
+
+def _no_rows_unranked(columns: tuple[str, ...]) -> pd.DataFrame:
+    """``_no_rows(columns)`` without its rank column (what one rank's reader hands back)."""
+    key = ("unranked", columns)
+    if key not in _EMPTY_FRAMES:
+        _EMPTY_FRAMES[key] = _no_rows(columns).drop(columns="rank")
+    return _EMPTY_FRAMES[key].copy()
 
 
 @dataclass(frozen=True, eq=False)
@@ -167,13 +191,13 @@ def _read_hbm(connection, db: Path | None, tables: set[str], out: Path,
     trace = out / TRACE_VIEW
     if trace.is_file() and trace.stat().st_size <= TRACE_HBM_MAX_BYTES:
         return read_trace_hbm(trace) if _mentions_hbm(trace) \
-            else _no_rows(HBM_COLUMNS).drop(columns="rank")
+            else _no_rows_unranked(HBM_COLUMNS)
     if trace.is_file():
         # Streaming a multi-GB trace again only for HBM counters would dominate the run; the
         # db export carries the same samples in its HBM table.
         notes.append(f"{TRACE_VIEW} over {TRACE_HBM_MAX_BYTES // 2**20} MiB: HBM bandwidth "
                      "not read (export_type=db has it in the HBM table)")
-    return _no_rows(HBM_COLUMNS).drop(columns="rank")
+    return _no_rows_unranked(HBM_COLUMNS)
 
 
 def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[str], bool]:
@@ -204,7 +228,7 @@ def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[str], bool]
         elif tables & {"MEMORY_RECORD", "NPU_MEM"}:
             frames["records"] = read_db_records(connection, db, tables)
         else:
-            frames["records"] = empty_frame(RECORD_COLUMNS)
+            frames["records"] = _nothing(RECORD_COLUMNS)
             notes.append(_missing(MEMORY_RECORD, "MEMORY_RECORD", bool(dbs),
                                   "peak memory unknown"))
         if text[OPERATOR_MEMORY]:
@@ -212,7 +236,7 @@ def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[str], bool]
         elif "OP_MEMORY" in tables:
             frames["operators"] = read_db_operators(connection, db)
         else:
-            frames["operators"] = empty_frame(OPERATOR_COLUMNS)
+            frames["operators"] = _nothing(OPERATOR_COLUMNS)
             notes.append(_missing(OPERATOR_MEMORY, "OP_MEMORY", bool(dbs),
                                   "per-operator allocations unknown"))
         if text[NPU_MODULE_MEM]:
@@ -221,11 +245,11 @@ def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[str], bool]
         elif "NPU_MODULE_MEM" in tables:
             frames["modules"] = read_db_modules(connection, db, tables)
         else:
-            frames["modules"] = empty_frame(MODULE_COLUMNS)
+            frames["modules"] = _nothing(MODULE_COLUMNS)
             notes.append(_missing(NPU_MODULE_MEM, "NPU_MODULE_MEM", bool(dbs),
                                   "memory per module unknown"))
         frames["copies"] = read_db_copies(connection, db, tables) if "MEMCPY_INFO" in tables \
-            else _no_rows(COPY_COLUMNS).drop(columns="rank")
+            else _no_rows_unranked(COPY_COLUMNS)
         frames["hbm"] = _read_hbm(connection, db, tables, out, notes)
     finally:
         if connection is not None:
@@ -308,7 +332,7 @@ def _timeline(records: pd.DataFrame) -> pd.DataFrame:
             rows, time_ms = rows.loc[kept], time_ms.loc[kept]
         frames.append(pd.DataFrame({"component": component, "time_ms": time_ms.to_numpy(),
                                     "reserved_mb": rows["reserved_mb"].to_numpy()}))
-    return pd.concat(frames, ignore_index=True) if frames else empty_frame(TIMELINE_COLUMNS)
+    return pd.concat(frames, ignore_index=True) if frames else _nothing(TIMELINE_COLUMNS)
 
 
 def summarize_memory(records: pd.DataFrame, operators: pd.DataFrame, modules: pd.DataFrame,
@@ -348,9 +372,20 @@ class RankMemory:
     raw: dict[str, pd.DataFrame] | None = None
 
 
+# The summary of empty frames, by their columns and dtypes (it depends on nothing else).
+_EMPTY_SUMMARIES: dict[tuple, MemorySummary] = {}
+
+
 def _summarize(frames: dict[str, pd.DataFrame]) -> MemorySummary:
-    return summarize_memory(frames["records"], frames["operators"], frames["modules"],
-                            frames["hbm"])
+    raw = [frames[name] for name in RAW_FRAMES]
+    if any(len(frame) for frame in raw):
+        return summarize_memory(*raw)
+    # Most ranks of a cluster hold no memory files: summarize their empty frames once.
+    key = tuple((tuple(frame.columns), tuple(str(t) for t in frame.dtypes)) for frame in raw)
+    if key not in _EMPTY_SUMMARIES:
+        _EMPTY_SUMMARIES[key] = summarize_memory(*raw)
+    known = _EMPTY_SUMMARIES[key]
+    return MemorySummary(**{name: getattr(known, name).copy() for name in SUMMARY_FRAMES})
 
 
 def read_rank_memory(source: Path, keep_rows: bool,
