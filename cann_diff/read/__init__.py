@@ -33,6 +33,7 @@ from .memory import MemoryData, memory_data, read_rank_memory, select_memory, st
 from .provenance import rank_facts, read_provenance
 from .reduce import combine, samples_per_rank, select, summarize
 from .timeline import step_breakdown_from_kernels
+from .workers import RANK_PROCESS_MIN, read_in_processes
 
 
 @dataclass(frozen=True)
@@ -364,19 +365,26 @@ def _read_on_dask(reader, sources: list, scheduler: str, progress, timeout_s: fl
         client.close()
 
 
-def read_all(reader, sources: list, jobs: int, progress, scheduler: str | None = None,
+def read_all(reader: Callable[[RankSource], RankData | list[RankData]],
+             sources: list[RankSource], jobs: int, progress: Callable[[int, int], None],
+             scheduler: str | None = None,
              timeout_s: float = DEFAULT_SETTINGS.dask_timeout_s) -> list[RankData]:
-    """Read every source in parallel threads (pyarrow and pandas release the GIL).
+    """Read every source: in order, on ``jobs`` worker processes, or in threads.
 
-    With ``scheduler`` the sources are read on that Dask cluster instead, waiting up to
+    With ``jobs`` ≥ 2 and at least ``workers.RANK_PROCESS_MIN`` sources the ranks are read
+    in worker processes (reading a rank is mostly Python work under the interpreter lock);
+    with fewer, in threads, where a process pool would cost more than it saves. With
+    ``scheduler`` the sources are read on that Dask cluster instead, waiting up to
     ``timeout_s`` seconds for it. A source may hold several ranks (a
-    cluster_analysis_output directory).
+    cluster_analysis_output directory). Every path gives the same ranks in the same order.
     """
-    def flat(results) -> list[RankData]:
+    def flat(results: list[RankData | list[RankData]]) -> list[RankData]:
         return [d for r in results for d in (r if isinstance(r, list) else [r])]
 
     if scheduler:
         return flat(_read_on_dask(reader, sources, scheduler, progress, timeout_s))
+    if jobs >= 2 and len(sources) >= RANK_PROCESS_MIN:
+        return flat(read_in_processes(reader, sources, jobs, progress))
     if jobs <= 1 or len(sources) == 1:
         results = []
         for number, source in enumerate(sources, 1):
