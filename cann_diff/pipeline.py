@@ -12,6 +12,7 @@ from .errors import CannDiffError
 from .findings import SEVERITY_ORDER, Analysis, Finding, analyse
 from .match import match
 from .read import StepRanges, load_run
+from .read.memory import MemoryData
 from .read.workers import Failed, kill_pool, pool_context
 from .report import Invocation, Report, build_report
 from .schema import Run
@@ -103,6 +104,11 @@ def read_side(path: str | Path, label: str | None, side: str, options: Options,
     return run
 
 
+def _memory_of(run: Run) -> MemoryData:
+    """A run's memory (``load_run`` always reads it; a Run built by hand may hold none)."""
+    return run.memory if run.memory is not None else MemoryData(ranks=run.meta.ranks)
+
+
 def compare_runs(base: Run, new: Run, options: Options = Options(),
                  progress=lambda message: None,
                  invocation: Invocation | None = None) -> Result:
@@ -115,11 +121,12 @@ def compare_runs(base: Run, new: Run, options: Options = Options(),
     matched = match(base.summary.ops, new.summary.ops, settings=options.settings,
                     alias_map=options.alias_map)
     comparison = compare(base, new, matched, options.settings)
-    memory = compare_memory(base.memory, new.memory, options.settings.threshold_pct,
-                            headline_mb=options.settings.memory_headline_mb,
-                            base_copies=copy_summary(base.summary.ops),
-                            new_copies=copy_summary(new.summary.ops))
-    memory = memory if has_memory_data(memory) else None
+    compared = compare_memory(_memory_of(base), _memory_of(new),
+                              options.settings.threshold_pct,
+                              headline_mb=options.settings.memory_headline_mb,
+                              base_copies=copy_summary(base.summary.ops),
+                              new_copies=copy_summary(new.summary.ops))
+    memory: MemoryComparison | None = compared if has_memory_data(compared) else None
     if memory is not None and not (memory.peak_reserved or memory.peak_allocated
                                    or memory.operators or memory.modules):
         # Only copies or HBM samples: the missing memory_record.csv etc. are expected

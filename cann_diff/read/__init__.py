@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -120,6 +121,13 @@ def find_rank_sources(path: Path) -> tuple[Format, list[RankSource]]:
     return fmt or KERNEL_LESS, sorted(sources, key=lambda s: s.path)
 
 
+def _rank_of(data: RankData) -> int:
+    """A rank's id, once ``_assign_ranks`` has given every rank one."""
+    if data.rank is None:
+        raise ValueError(f"{data.source}: no rank id assigned")
+    return data.rank
+
+
 def _assign_ranks(datas: list[RankData]) -> tuple[list[RankData], list[str]]:
     """Give every rank an id; for duplicates keep the newest result (by directory name).
 
@@ -134,10 +142,11 @@ def _assign_ranks(datas: list[RankData]) -> tuple[list[RankData], list[str]]:
             data.rank = next(free)
     by_rank: dict[int, RankData] = {}
     for data in sorted(datas, key=lambda d: d.source.name):
-        if data.rank in by_rank:
-            warnings.append(f"rank {data.rank}: several results; using {data.source.name}, "
-                            f"ignoring {by_rank[data.rank].source.name}")
-        by_rank[data.rank] = data
+        rank = _rank_of(data)
+        if rank in by_rank:
+            warnings.append(f"rank {rank}: several results; using {data.source.name}, "
+                            f"ignoring {by_rank[rank].source.name}")
+        by_rank[rank] = data
     return [by_rank[r] for r in sorted(by_rank)], warnings
 
 
@@ -282,7 +291,7 @@ def _step_breakdown(datas: list[RankData], warnings: list[str]) -> tuple[pd.Data
 
     A rank with neither (memory alone) has no step figures and counts for neither.
     """
-    derived = [d.rank for d in datas if d.steps is None and d.has_kernels]
+    derived = [_rank_of(d) for d in datas if d.steps is None and d.has_kernels]
     stepped = [d for d in datas if d.steps is not None or d.has_kernels]
     steps = concat_frames(_steps_of(d) for d in datas)
     if not len(steps.columns):
@@ -424,12 +433,12 @@ def _without_kernels(datas: list[RankData]) -> tuple[tuple[int, ...], list[str]]
     e.g. ``ranks without kernels: 1, 3 (step breakdown, communication only)``.
     """
     lacking = [d for d in datas if not d.has_kernels]
-    ranks = tuple(d.rank for d in lacking)
+    ranks = tuple(_rank_of(d) for d in lacking)
     if not lacking or len(lacking) == len(datas):
         return ranks, []
     groups: dict[str, list[int]] = {}
     for data in lacking:
-        groups.setdefault(_holdings(data), []).append(data.rank)
+        groups.setdefault(_holdings(data), []).append(_rank_of(data))
     named = "; ".join(f"{_rank_list(group)} ({held})" for held, group in groups.items())
     return ranks, [f"ranks without kernels: {named}"]
 
@@ -440,13 +449,13 @@ STEPS_MEMORY_NOTE = ("steps chosen: memory samples are those inside the chosen s
 
 def _memory_of(datas: list[RankData], keep_rows: bool, steps: StepRanges | None) -> MemoryData:
     """The memory of the run: every rank that was read for it, under its rank id."""
-    read = [d for d in datas if d.memory is not None]
-    notes = [STEPS_MEMORY_NOTE] if steps and any(d.memory.recorded for d in read) else []
+    read = [(d, d.memory) for d in datas if d.memory is not None]
+    notes = [STEPS_MEMORY_NOTE] if steps and any(m.recorded for _, m in read) else []
     no_spans = pd.DataFrame({"step": pd.Series(dtype="int64"),
                              "start_us": pd.Series(dtype="float64"),
                              "end_us": pd.Series(dtype="float64")})
-    return memory_data([(d.rank, d.memory) for d in read],
-                       [d.step_spans if d.step_spans is not None else no_spans for d in read],
+    return memory_data([(_rank_of(d), m) for d, m in read],
+                       [d.step_spans if d.step_spans is not None else no_spans for d, _ in read],
                        keep_rows, notes)
 
 
@@ -486,7 +495,7 @@ def load_run(path: str | Path, label: str | None = None, *,
     fmt, datas, warnings = _read_ranks(path, settings, plan, jobs, scheduler, progress)
     for data in datas:
         warnings += data.warnings
-    summary = combine([(d.rank, d.summary) for d in datas])
+    summary = combine([(_rank_of(d), d.summary) for d in datas if d.summary is not None])
     outside = sum(d.outside_steps for d in datas)
     unstepped = summary.ops["step"].isna().to_numpy()
     if unstepped.any() and not unstepped.all():  # whole ranks without step ids
@@ -533,8 +542,9 @@ def _rows_of(datas: list[RankData]) -> tuple[pd.DataFrame, pd.DataFrame]:
 def _meta_of(path: Path, fmt: Format, datas: list[RankData]) -> RunMeta:
     """Versions and device from the first rank with kernels (else the first rank)."""
     info = next((d.info for d in datas if d.has_kernels), datas[0].info)
-    facts = [d.facts for d in datas] if all(d.facts is not None for d in datas) else None
-    return RunMeta(path=str(path), format=fmt.name, ranks=tuple(d.rank for d in datas),
+    facts: list[Any] | None = [d.facts for d in datas] \
+        if all(d.facts is not None for d in datas) else None
+    return RunMeta(path=str(path), format=fmt.name, ranks=tuple(_rank_of(d) for d in datas),
                    **read_provenance(fmt.name, [d.source for d in datas], info, facts))
 
 
@@ -547,8 +557,9 @@ def read_memory(path: str | Path, *, jobs: int = 1, scheduler: str | None = None
     Missing files (the profile was taken without ``profile_memory``) become warnings;
     unreadable or truncated files raise InputError, files lacking columns SchemaError.
     """
-    return load_run(path, settings=settings, jobs=jobs, scheduler=scheduler,
-                    keep_rows=keep_rows, steps=steps).memory
+    run = load_run(path, settings=settings, jobs=jobs, scheduler=scheduler,
+                   keep_rows=keep_rows, steps=steps)
+    return run.memory if run.memory is not None else MemoryData(ranks=run.meta.ranks)
 
 
 def default_label(path: Path) -> str:

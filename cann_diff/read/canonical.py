@@ -118,7 +118,7 @@ def _rename(path: Path | None, old_type: str, spec: dict) -> Rename:
     if not valid:
         raise InputError(path, f"rename entry {old_type!r} needs a 'family' string, 'to' "
                                "type(s) and 'set_aside_inputs' as input positions (0, 1, …)")
-    return Rename(old_type, tuple(successors), family, tuple(set_aside),
+    return Rename(old_type, tuple(successors), str(family), tuple(set_aside),
                   str(spec.get("source", "")))
 
 
@@ -419,7 +419,8 @@ def canonicalize(frame: pd.DataFrame, fusion_map: Path | None = None,
         columns.append((cat.cat.codes.to_numpy(np.int64), _labels_of(cat)))
     out = frame.drop(columns=["op_type_raw", "core"])
     if len(frame) == 0:
-        derived = _derive_names(*(pd.Series(dtype=str) for _ in range(3)), fusion_map, alias_map)
+        nothing = pd.Series(dtype=str)
+        derived = _derive_names(nothing, nothing, nothing, fusion_map, alias_map)
         for column in derived.columns:
             out[column] = expand(derived[column], np.zeros(0, np.int64))
     else:

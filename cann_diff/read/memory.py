@@ -41,8 +41,11 @@ and always cover the whole profile.
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -183,7 +186,7 @@ def has_memory_files(source: Path) -> bool:
     return bool(dbs) or any((out / name).is_file() for name in MEMORY_FILES)
 
 
-def _read_hbm(connection, db: Path | None, tables: set[str], out: Path,
+def _read_hbm(connection: sqlite3.Connection, db: Path, tables: set[str], out: Path,
               notes: list[str]) -> pd.DataFrame:
     """HBM samples from the db, else from a trace_view.json that is small enough."""
     if "HBM" in tables:
@@ -214,19 +217,21 @@ def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[str], bool]
     connection = open_db(db) if db else None
     try:
         try:
-            tables = db_tables(connection, db) if connection else set()
+            tables = db_tables(connection, db) if connection and db else set()
         except InputError as exc:
             if not all(text.values()):
                 raise
             # Every memory file is in text: the db only adds copies and HBM samples.
             tables = set()
             notes.append(f"{exc}; copies and HBM bandwidth not read from it")
+        # Read from only where ``tables`` names a table, which only an open db gives.
+        conn, db_file = cast(sqlite3.Connection, connection), cast(Path, db)
         frames = {}
         if text[MEMORY_RECORD]:
             frames["records"], more = read_memory_record(out / MEMORY_RECORD)
             notes += more
         elif tables & {"MEMORY_RECORD", "NPU_MEM"}:
-            frames["records"] = read_db_records(connection, db, tables)
+            frames["records"] = read_db_records(conn, db_file, tables)
         else:
             frames["records"] = _nothing(RECORD_COLUMNS)
             notes.append(_missing(MEMORY_RECORD, "MEMORY_RECORD", bool(dbs),
@@ -234,7 +239,7 @@ def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[str], bool]
         if text[OPERATOR_MEMORY]:
             frames["operators"] = read_operator_memory(out / OPERATOR_MEMORY)
         elif "OP_MEMORY" in tables:
-            frames["operators"] = read_db_operators(connection, db)
+            frames["operators"] = read_db_operators(conn, db_file)
         else:
             frames["operators"] = _nothing(OPERATOR_COLUMNS)
             notes.append(_missing(OPERATOR_MEMORY, "OP_MEMORY", bool(dbs),
@@ -243,14 +248,14 @@ def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[str], bool]
             frames["modules"], more = read_npu_module_mem(out / NPU_MODULE_MEM)
             notes += more
         elif "NPU_MODULE_MEM" in tables:
-            frames["modules"] = read_db_modules(connection, db, tables)
+            frames["modules"] = read_db_modules(conn, db_file, tables)
         else:
             frames["modules"] = _nothing(MODULE_COLUMNS)
             notes.append(_missing(NPU_MODULE_MEM, "NPU_MODULE_MEM", bool(dbs),
                                   "memory per module unknown"))
-        frames["copies"] = read_db_copies(connection, db, tables) if "MEMCPY_INFO" in tables \
+        frames["copies"] = read_db_copies(conn, db_file, tables) if "MEMCPY_INFO" in tables \
             else _no_rows_unranked(COPY_COLUMNS)
-        frames["hbm"] = _read_hbm(connection, db, tables, out, notes)
+        frames["hbm"] = _read_hbm(conn, db_file, tables, out, notes)
     finally:
         if connection is not None:
             connection.close()
@@ -424,7 +429,7 @@ def _stack_summaries(summaries: list[MemorySummary], ranks: list[int]) -> Memory
 
 
 def memory_data(parts: list[tuple[int, RankMemory]], spans: list[pd.DataFrame],
-                keep_rows: bool, warnings: list[str] = ()) -> MemoryData:
+                keep_rows: bool, warnings: Sequence[str] = ()) -> MemoryData:
     """Stack the ranks of one input (``(rank id, RankMemory)``, ``spans`` alike) into one.
 
     Each rank's notes become warnings ``rank <id> (<directory>): <note>``, after
@@ -435,7 +440,7 @@ def memory_data(parts: list[tuple[int, RankMemory]], spans: list[pd.DataFrame],
                                  for rank, part in parts for note in part.notes]
     raw = {}
     if keep_rows:
-        raw = {name: _stack([p.raw[name] for _, p in parts], ranks, columns)
+        raw = {name: _stack([(p.raw or {})[name] for _, p in parts], ranks, columns)
                for name, columns in RAW_FRAMES.items()}
     return MemoryData(ranks=tuple(ranks), summary=_stack_summaries([p.summary for _, p in parts],
                                                                    ranks),
@@ -454,7 +459,8 @@ def select_memory(memory: MemoryData, chosen: np.ndarray) -> MemoryData:
         return replace(memory, warnings=(*memory.warnings, "memory rows were not kept: its "
                                          "figures cover every step (pass steps= to load_run)"))
     raw = {name: getattr(memory, name) for name in RAW_FRAMES}
-    summaries, kept = [], {name: [] for name in RAW_FRAMES}
+    summaries: list[MemorySummary] = []
+    kept: dict[str, list[pd.DataFrame]] = {name: [] for name in RAW_FRAMES}
     spans = memory.step_spans.assign(chosen=np.asarray(chosen, dtype=bool))
     for rank in memory.ranks:
         frames = {name: frame[(frame["rank"] == rank).to_numpy()].drop(columns="rank")

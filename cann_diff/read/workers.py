@@ -47,7 +47,7 @@ class Failed:
     message, where) and is raised again in the parent.
     """
 
-    kind: type
+    kind: type[CannDiffError]
     path: str | None
     message: str
     where: str | None
