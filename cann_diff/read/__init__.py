@@ -479,8 +479,11 @@ def load_run(path: str | Path, label: str | None = None, *,
              progress=lambda done, total: None) -> Run:
     """Read a profile (any supported layout) into a canonical Run, memory included.
 
-    ``label`` defaults to the directory name; ranks are read by ``jobs`` threads and
-    ``progress(done, total)`` is called after each; with ``scheduler`` (a Dask
+    ``label`` defaults to the directory name; ranks are read by ``jobs`` threads, or
+    with 32 ranks or more by ``jobs`` worker processes (a script calling this with
+    ``jobs`` ≥ 2 guards its entry point with ``if __name__ == "__main__":``, as
+    multiprocessing asks), and ``progress(done, total)`` is called as they come in; with
+    ``scheduler`` (a Dask
     scheduler address) ranks are read on that cluster instead (``settings.dask_timeout_s``
     to reach it). Each rank is read once and reduced where it is read: kernels, steps,
     communication and memory (``Run.memory``) come from the same ranks under the same ids.
