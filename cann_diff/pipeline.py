@@ -12,6 +12,8 @@ from .errors import CannDiffError
 from .findings import SEVERITY_ORDER, Analysis, Finding, analyse
 from .match import match
 from .read import StepRanges, load_run
+from .read.memory import MemoryData
+from .read.workers import Failed, kill_pool, pool_context
 from .report import Invocation, Report, build_report
 from .schema import Run
 from .settings import Settings
@@ -102,6 +104,11 @@ def read_side(path: str | Path, label: str | None, side: str, options: Options,
     return run
 
 
+def _memory_of(run: Run) -> MemoryData:
+    """A run's memory (``load_run`` always reads it; a Run built by hand may hold none)."""
+    return run.memory if run.memory is not None else MemoryData(ranks=run.meta.ranks)
+
+
 def compare_runs(base: Run, new: Run, options: Options = Options(),
                  progress=lambda message: None,
                  invocation: Invocation | None = None) -> Result:
@@ -114,11 +121,12 @@ def compare_runs(base: Run, new: Run, options: Options = Options(),
     matched = match(base.summary.ops, new.summary.ops, settings=options.settings,
                     alias_map=options.alias_map)
     comparison = compare(base, new, matched, options.settings)
-    memory = compare_memory(base.memory, new.memory, options.settings.threshold_pct,
-                            headline_mb=options.settings.memory_headline_mb,
-                            base_copies=copy_summary(base.summary.ops),
-                            new_copies=copy_summary(new.summary.ops))
-    memory = memory if has_memory_data(memory) else None
+    compared = compare_memory(_memory_of(base), _memory_of(new),
+                              options.settings.threshold_pct,
+                              headline_mb=options.settings.memory_headline_mb,
+                              base_copies=copy_summary(base.summary.ops),
+                              new_copies=copy_summary(new.summary.ops))
+    memory: MemoryComparison | None = compared if has_memory_data(compared) else None
     if memory is not None and not (memory.peak_reserved or memory.peak_allocated
                                    or memory.operators or memory.modules):
         # Only copies or HBM samples: the missing memory_record.csv etc. are expected
@@ -155,37 +163,7 @@ def _read_side_in_worker(path, label, side: str, options: Options):
     try:
         return read_side(path, label, side, options)
     except CannDiffError as error:
-        return _Failed(type(error), error.path, error.message, error.where)
-
-
-@dataclass(frozen=True)
-class _Failed:
-    kind: type
-    path: str | None
-    message: str
-    where: str | None
-
-    def raise_it(self):
-        error = self.kind.__new__(self.kind)
-        CannDiffError.__init__(error, self.path, self.message, self.where)
-        raise error
-
-
-def _pool_context():
-    """A forkserver where there is one, else spawn.
-
-    Not a plain fork: the parent may hold pyarrow's native threads, and a fork taken
-    while one of them holds an allocator lock hangs the child. The forkserver imports the
-    pipeline once, single-threaded, and forks each worker from that clean state.
-    """
-    import multiprocessing
-
-    methods = multiprocessing.get_all_start_methods()
-    if "forkserver" in methods:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["cann_diff.pipeline"])
-        return context
-    return multiprocessing.get_context("spawn")
+        return Failed(type(error), error.path, error.message, error.where)
 
 
 PROCESS_MIN_BYTES = 64 * 2**20  # below this a worker's start-up (~1 s) costs more than it saves
@@ -230,14 +208,15 @@ def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options
     share = replace(options, jobs=max(1, options.jobs // workers))
     for path, _, side in items:
         progress(f"reading {side}: {path}")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context())
+    pool = ProcessPoolExecutor(max_workers=workers,
+                               mp_context=pool_context("cann_diff.pipeline"))
     try:
         futures = [pool.submit(_read_side_in_worker, path, label, side, share)
                    for path, label, side in items]
         runs = []
         for future, (_, _, side) in zip(futures, items):
             run = future.result()
-            if isinstance(run, _Failed):
+            if isinstance(run, Failed):
                 run.raise_it()
             ranks = len(run.meta.ranks)
             rank_progress(side, ranks, ranks)
@@ -245,9 +224,7 @@ def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options
                      f"ranks {_ranks_text(run.meta.ranks)}")
             runs.append(run)
     except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        for process in list((pool._processes or {}).values()):
-            process.kill()  # a worker of this pool only
+        kill_pool(pool)  # the workers of this pool only
         raise
     pool.shutdown()
     return runs

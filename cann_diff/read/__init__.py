@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,7 @@ from .memory import MemoryData, memory_data, read_rank_memory, select_memory, st
 from .provenance import rank_facts, read_provenance
 from .reduce import combine, samples_per_rank, select, summarize
 from .timeline import step_breakdown_from_kernels
+from .workers import RANK_PROCESS_MIN, read_in_processes
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,13 @@ def find_rank_sources(path: Path) -> tuple[Format, list[RankSource]]:
     return fmt or KERNEL_LESS, sorted(sources, key=lambda s: s.path)
 
 
+def _rank_of(data: RankData) -> int:
+    """A rank's id, once ``_assign_ranks`` has given every rank one."""
+    if data.rank is None:
+        raise ValueError(f"{data.source}: no rank id assigned")
+    return data.rank
+
+
 def _assign_ranks(datas: list[RankData]) -> tuple[list[RankData], list[str]]:
     """Give every rank an id; for duplicates keep the newest result (by directory name).
 
@@ -133,10 +142,11 @@ def _assign_ranks(datas: list[RankData]) -> tuple[list[RankData], list[str]]:
             data.rank = next(free)
     by_rank: dict[int, RankData] = {}
     for data in sorted(datas, key=lambda d: d.source.name):
-        if data.rank in by_rank:
-            warnings.append(f"rank {data.rank}: several results; using {data.source.name}, "
-                            f"ignoring {by_rank[data.rank].source.name}")
-        by_rank[data.rank] = data
+        rank = _rank_of(data)
+        if rank in by_rank:
+            warnings.append(f"rank {rank}: several results; using {data.source.name}, "
+                            f"ignoring {by_rank[rank].source.name}")
+        by_rank[rank] = data
     return [by_rank[r] for r in sorted(by_rank)], warnings
 
 
@@ -281,7 +291,7 @@ def _step_breakdown(datas: list[RankData], warnings: list[str]) -> tuple[pd.Data
 
     A rank with neither (memory alone) has no step figures and counts for neither.
     """
-    derived = [d.rank for d in datas if d.steps is None and d.has_kernels]
+    derived = [_rank_of(d) for d in datas if d.steps is None and d.has_kernels]
     stepped = [d for d in datas if d.steps is not None or d.has_kernels]
     steps = concat_frames(_steps_of(d) for d in datas)
     if not len(steps.columns):
@@ -364,19 +374,26 @@ def _read_on_dask(reader, sources: list, scheduler: str, progress, timeout_s: fl
         client.close()
 
 
-def read_all(reader, sources: list, jobs: int, progress, scheduler: str | None = None,
+def read_all(reader: Callable[[RankSource], RankData | list[RankData]],
+             sources: list[RankSource], jobs: int, progress: Callable[[int, int], None],
+             scheduler: str | None = None,
              timeout_s: float = DEFAULT_SETTINGS.dask_timeout_s) -> list[RankData]:
-    """Read every source in parallel threads (pyarrow and pandas release the GIL).
+    """Read every source: in order, on ``jobs`` worker processes, or in threads.
 
-    With ``scheduler`` the sources are read on that Dask cluster instead, waiting up to
+    With ``jobs`` ≥ 2 and at least ``workers.RANK_PROCESS_MIN`` sources the ranks are read
+    in worker processes (reading a rank is mostly Python work under the interpreter lock);
+    with fewer, in threads, where a process pool would cost more than it saves. With
+    ``scheduler`` the sources are read on that Dask cluster instead, waiting up to
     ``timeout_s`` seconds for it. A source may hold several ranks (a
-    cluster_analysis_output directory).
+    cluster_analysis_output directory). Every path gives the same ranks in the same order.
     """
-    def flat(results) -> list[RankData]:
+    def flat(results: list[RankData | list[RankData]]) -> list[RankData]:
         return [d for r in results for d in (r if isinstance(r, list) else [r])]
 
     if scheduler:
         return flat(_read_on_dask(reader, sources, scheduler, progress, timeout_s))
+    if jobs >= 2 and len(sources) >= RANK_PROCESS_MIN:
+        return flat(read_in_processes(reader, sources, jobs, progress))
     if jobs <= 1 or len(sources) == 1:
         results = []
         for number, source in enumerate(sources, 1):
@@ -416,12 +433,12 @@ def _without_kernels(datas: list[RankData]) -> tuple[tuple[int, ...], list[str]]
     e.g. ``ranks without kernels: 1, 3 (step breakdown, communication only)``.
     """
     lacking = [d for d in datas if not d.has_kernels]
-    ranks = tuple(d.rank for d in lacking)
+    ranks = tuple(_rank_of(d) for d in lacking)
     if not lacking or len(lacking) == len(datas):
         return ranks, []
     groups: dict[str, list[int]] = {}
     for data in lacking:
-        groups.setdefault(_holdings(data), []).append(data.rank)
+        groups.setdefault(_holdings(data), []).append(_rank_of(data))
     named = "; ".join(f"{_rank_list(group)} ({held})" for held, group in groups.items())
     return ranks, [f"ranks without kernels: {named}"]
 
@@ -432,13 +449,13 @@ STEPS_MEMORY_NOTE = ("steps chosen: memory samples are those inside the chosen s
 
 def _memory_of(datas: list[RankData], keep_rows: bool, steps: StepRanges | None) -> MemoryData:
     """The memory of the run: every rank that was read for it, under its rank id."""
-    read = [d for d in datas if d.memory is not None]
-    notes = [STEPS_MEMORY_NOTE] if steps and any(d.memory.recorded for d in read) else []
+    read = [(d, d.memory) for d in datas if d.memory is not None]
+    notes = [STEPS_MEMORY_NOTE] if steps and any(m.recorded for _, m in read) else []
     no_spans = pd.DataFrame({"step": pd.Series(dtype="int64"),
                              "start_us": pd.Series(dtype="float64"),
                              "end_us": pd.Series(dtype="float64")})
-    return memory_data([(d.rank, d.memory) for d in read],
-                       [d.step_spans if d.step_spans is not None else no_spans for d in read],
+    return memory_data([(_rank_of(d), m) for d, m in read],
+                       [d.step_spans if d.step_spans is not None else no_spans for d, _ in read],
                        keep_rows, notes)
 
 
@@ -462,8 +479,11 @@ def load_run(path: str | Path, label: str | None = None, *,
              progress=lambda done, total: None) -> Run:
     """Read a profile (any supported layout) into a canonical Run, memory included.
 
-    ``label`` defaults to the directory name; ranks are read by ``jobs`` threads and
-    ``progress(done, total)`` is called after each; with ``scheduler`` (a Dask
+    ``label`` defaults to the directory name; ranks are read by ``jobs`` threads, or
+    with 32 ranks or more by ``jobs`` worker processes (a script calling this with
+    ``jobs`` ≥ 2 guards its entry point with ``if __name__ == "__main__":``, as
+    multiprocessing asks), and ``progress(done, total)`` is called as they come in; with
+    ``scheduler`` (a Dask
     scheduler address) ranks are read on that cluster instead (``settings.dask_timeout_s``
     to reach it). Each rank is read once and reduced where it is read: kernels, steps,
     communication and memory (``Run.memory``) come from the same ranks under the same ids.
@@ -478,7 +498,7 @@ def load_run(path: str | Path, label: str | None = None, *,
     fmt, datas, warnings = _read_ranks(path, settings, plan, jobs, scheduler, progress)
     for data in datas:
         warnings += data.warnings
-    summary = combine([(d.rank, d.summary) for d in datas])
+    summary = combine([(_rank_of(d), d.summary) for d in datas if d.summary is not None])
     outside = sum(d.outside_steps for d in datas)
     unstepped = summary.ops["step"].isna().to_numpy()
     if unstepped.any() and not unstepped.all():  # whole ranks without step ids
@@ -525,8 +545,9 @@ def _rows_of(datas: list[RankData]) -> tuple[pd.DataFrame, pd.DataFrame]:
 def _meta_of(path: Path, fmt: Format, datas: list[RankData]) -> RunMeta:
     """Versions and device from the first rank with kernels (else the first rank)."""
     info = next((d.info for d in datas if d.has_kernels), datas[0].info)
-    facts = [d.facts for d in datas] if all(d.facts is not None for d in datas) else None
-    return RunMeta(path=str(path), format=fmt.name, ranks=tuple(d.rank for d in datas),
+    facts: list[Any] | None = [d.facts for d in datas] \
+        if all(d.facts is not None for d in datas) else None
+    return RunMeta(path=str(path), format=fmt.name, ranks=tuple(_rank_of(d) for d in datas),
                    **read_provenance(fmt.name, [d.source for d in datas], info, facts))
 
 
@@ -539,8 +560,9 @@ def read_memory(path: str | Path, *, jobs: int = 1, scheduler: str | None = None
     Missing files (the profile was taken without ``profile_memory``) become warnings;
     unreadable or truncated files raise InputError, files lacking columns SchemaError.
     """
-    return load_run(path, settings=settings, jobs=jobs, scheduler=scheduler,
-                    keep_rows=keep_rows, steps=steps).memory
+    run = load_run(path, settings=settings, jobs=jobs, scheduler=scheduler,
+                   keep_rows=keep_rows, steps=steps)
+    return run.memory if run.memory is not None else MemoryData(ranks=run.meta.ranks)
 
 
 def default_label(path: Path) -> str:

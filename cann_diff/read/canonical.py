@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -117,7 +118,7 @@ def _rename(path: Path | None, old_type: str, spec: dict) -> Rename:
     if not valid:
         raise InputError(path, f"rename entry {old_type!r} needs a 'family' string, 'to' "
                                "type(s) and 'set_aside_inputs' as input positions (0, 1, …)")
-    return Rename(old_type, tuple(successors), family, tuple(set_aside),
+    return Rename(old_type, tuple(successors), str(family), tuple(set_aside),
                   str(spec.get("source", "")))
 
 
@@ -170,6 +171,18 @@ def _type_from_name(base: pd.Series) -> pd.Series:
     return derived.where(derived.str.len() > 0, base)
 
 
+DERIVED_COLUMNS = ("op_type_raw", "op_type", "family", "comm_type", "category", "core")
+# The canonical columns of each (name, type, core) seen in this process, per (fusion map,
+# alias map): every rank of a job runs the same kernels, so a rank after the first derives
+# almost nothing. Bounded, for a library user who reads many unrelated profiles.
+_KNOWN_NAMES: dict[tuple[Path | None, Path | None], dict[tuple[str, str, str], tuple]] = {}
+KNOWN_NAMES_LIMIT = 200_000
+
+
+def _as_text(values: pd.Series) -> pd.Series:
+    return values.astype(str).fillna("")
+
+
 def canonical_names(
     names: pd.Series, types: pd.Series, cores: pd.Series,
     fusion_map: Path | None = None, alias_map: Path | None = None,
@@ -177,8 +190,37 @@ def canonical_names(
     """Derive canonical columns for distinct (name, type, core) rows.
 
     Returns a frame aligned with the inputs holding ``op_type_raw``, ``op_type``,
-    ``family``, ``comm_type``, ``category`` and ``core``.
+    ``family``, ``comm_type``, ``category`` and ``core``. Each row depends on its own
+    (name, type, core) alone, so the rows are derived once per process
+    (``_KNOWN_NAMES``) and only the triples not seen before go through the rules.
     """
+    if not len(names):
+        return _derive_names(names, types, cores, fusion_map, alias_map)
+    names, types, cores = _as_text(names), _as_text(types), _as_text(cores)
+    rows = _canonical_rows(list(zip(names.tolist(), types.tolist(), cores.tolist())),
+                           fusion_map, alias_map)
+    return pd.DataFrame(dict(zip(DERIVED_COLUMNS, (list(c) for c in zip(*rows)))),
+                        index=names.index)
+
+
+def _canonical_rows(keys: list[tuple[str, str, str]], fusion_map: Path | None,
+                    alias_map: Path | None) -> list[tuple]:
+    """The canonical columns of each (name, type, core) text triple, through the memo."""
+    known = _KNOWN_NAMES.setdefault((fusion_map, alias_map), {})
+    unseen = list(dict.fromkeys(key for key in keys if key not in known))
+    if len(known) + len(unseen) > KNOWN_NAMES_LIMIT:
+        known.clear()
+        unseen = list(dict.fromkeys(keys))
+    if unseen:
+        names, types, cores = (pd.Series(list(part), dtype=str) for part in zip(*unseen))
+        derived = _derive_names(names, types, cores, fusion_map, alias_map)
+        known.update(zip(unseen, zip(*(derived[c].tolist() for c in DERIVED_COLUMNS))))
+    return [known[key] for key in keys]
+
+
+def _derive_names(names: pd.Series, types: pd.Series, cores: pd.Series,
+                  fusion_map: Path | None, alias_map: Path | None) -> pd.DataFrame:
+    """The rules of ``canonical_names``, vectorized over the rows given."""
     name = names.astype(str).fillna("")
     base = name.str.split("@").str[0]
     lower = base.str.lower()
@@ -339,35 +381,96 @@ def expand(values: pd.Series, inverse: np.ndarray) -> pd.Categorical:
     return pd.Categorical.from_codes(codes[inverse], categories=pd.Index(uniques).astype(str))
 
 
+def _fold_comm_digits(labels: pd.Series) -> pd.Series:
+    """Collective names without digits (``hcom_allReduce__586_12_1`` → ``hcom_allReduce__``)."""
+    is_comm = labels.str.lower().str.match(r"(?:hcom_|hccl)")
+    return labels.where(~is_comm, labels.str.replace(r"\d+", "", regex=True))
+
+
+def _labels_of(cat: pd.Series) -> list[str]:
+    """A categorical's category names as text, then ``""`` for code -1 (missing)."""
+    return [*cat.cat.categories.astype(str).tolist(), ""]
+
+
+def _expand_list(values: list, inverse: np.ndarray) -> pd.Categorical:
+    """``expand`` for per-distinct values held in a list."""
+    codes, uniques = pd.factorize(np.array(values, dtype=object))
+    return pd.Categorical.from_codes(codes[inverse], categories=pd.Index(uniques).astype(str))
+
+
 def canonicalize(frame: pd.DataFrame, fusion_map: Path | None = None,
                  alias_map: Path | None = None) -> pd.DataFrame:
-    """Replace raw ``op_type_raw``/``core`` with the canonical name columns (categoricals)."""
+    """Replace raw ``op_type_raw``/``core`` with the canonical name columns (categoricals).
+
+    The rows' distinct (name, type, core) are taken on category codes, as
+    ``_distinct_rows`` takes them, and named through the per-process memo of
+    ``canonical_names``.
+    """
     names = frame["op_name"].astype("category")
     # Every collective has its own name (hcom_allReduce__586_12_1); its digits never
     # decide the canonical columns, so fold them before taking distinct rows.
-    labels = pd.Series(names.cat.categories.astype(str))
-    is_comm = labels.str.lower().str.match(r"(?:hcom_|hccl)")
-    folded = labels.where(~is_comm, labels.str.replace(r"\d+", "", regex=True))
-    folded_codes, folded_labels = pd.factorize(folded)
+    folded = _memoized(_fold_comm_digits, names.cat.categories.astype(str).tolist())
+    folded_codes, folded_labels = pd.factorize(pd.Series(folded, dtype=str))
     codes = names.cat.codes.to_numpy()
-    key_codes = np.where(codes >= 0, folded_codes[codes] if len(labels) else -1, -1)
-    name_keys = pd.Categorical.from_codes(key_codes, categories=pd.Index(folded_labels))
-    keyed = pd.DataFrame({"op_name": name_keys, "op_type_raw": frame["op_type_raw"],
-                          "core": frame["core"]})
-    distinct, inverse = _distinct_rows(keyed, ["op_name", "op_type_raw", "core"])
-    derived = canonical_names(distinct["op_name"], distinct["op_type_raw"], distinct["core"],
-                              fusion_map, alias_map)
+    key_codes = np.where(codes >= 0, folded_codes[codes] if len(folded) else -1, -1)
+    columns = [(key_codes.astype(np.int64), [*pd.Index(folded_labels).astype(str).tolist(), ""])]
+    for column in ("op_type_raw", "core"):
+        cat = frame[column].astype("category")
+        columns.append((cat.cat.codes.to_numpy(np.int64), _labels_of(cat)))
     out = frame.drop(columns=["op_type_raw", "core"])
-    for column in derived.columns:
-        out[column] = expand(derived[column], inverse)
-    out["op_name"] = frame["op_name"].astype("category")
+    if len(frame) == 0:
+        nothing = pd.Series(dtype=str)
+        derived = _derive_names(nothing, nothing, nothing, fusion_map, alias_map)
+        for column in derived.columns:
+            out[column] = expand(derived[column], np.zeros(0, np.int64))
+    else:
+        combined = np.zeros(len(frame), dtype=np.int64)
+        for column_codes, labels in columns:  # codes + 1: a missing value (-1) gets a slot
+            combined = combined * len(labels) + column_codes + 1
+        inverse, unique = pd.factorize(combined)
+        keys = []
+        for column_codes, labels in reversed(columns):
+            width = len(labels)
+            keys.append([labels[c - 1] for c in (unique % width).tolist()])
+            unique = unique // width
+        rows = _canonical_rows(list(zip(*reversed(keys))), fusion_map, alias_map)
+        for position, column in enumerate(DERIVED_COLUMNS):
+            out[column] = _expand_list([row[position] for row in rows], inverse)
+    out["op_name"] = names
     return out
 
 
-def normalize_distinct(values: pd.Series, func) -> pd.Categorical:
-    """Apply a vectorized string ``func`` to the distinct values only; return a categorical."""
-    distinct, inverse = _distinct_rows(values.to_frame("v"), ["v"])
-    return expand(func(distinct["v"]), inverse)
+# What each value-wise ``normalize_distinct`` function made of each text in this process.
+_NORMALIZED: dict[Callable, dict[str, str]] = {}
+
+
+def _memoized(func: Callable[[pd.Series], pd.Series], texts: list[str]) -> list[str]:
+    """``func(pd.Series(texts))`` as a list, each text through ``func`` once per process."""
+    known = _NORMALIZED.setdefault(func, {})
+    unseen = list(dict.fromkeys(t for t in texts if t not in known))
+    if len(known) + len(unseen) > KNOWN_NAMES_LIMIT:
+        known.clear()
+        unseen = list(dict.fromkeys(texts))
+    if unseen:
+        known.update(zip(unseen, func(pd.Series(unseen, dtype=str)).tolist()))
+    return [known[t] for t in texts]
+
+
+def normalize_distinct(values: pd.Series, func: Callable[[pd.Series], pd.Series]
+                       ) -> pd.Categorical:
+    """Apply a vectorized string ``func`` to the distinct values only; return a categorical.
+
+    ``func`` maps each value on its own (it is asked once per distinct text and process).
+    The categories come in the order the values first appear, as ``_distinct_rows`` and
+    ``expand`` give them; a missing value counts as ``""``.
+    """
+    cats = values if isinstance(values.dtype, pd.CategoricalDtype) else values.astype("category")
+    codes = cats.cat.codes.to_numpy()
+    inverse, first_seen = pd.factorize(codes)
+    labels = cats.cat.categories.astype(str).tolist() + [""]  # code -1 (missing) picks ""
+    normalized = _memoized(func, [labels[code] for code in first_seen.tolist()])
+    new_codes, uniques = pd.factorize(pd.Series(normalized, dtype=object))
+    return pd.Categorical.from_codes(new_codes[inverse], categories=pd.Index(uniques).astype(str))
 
 
 # Host↔device copy directions as op names and db enums spell them.

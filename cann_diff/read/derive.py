@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from pandas.api.types import union_categoricals
 
 from ..errors import InputError, SchemaError
 from ..schema import STAGE_FIELDS
@@ -95,7 +94,7 @@ def by_category(values: pd.Series, func) -> pd.Series:
 def concat_frames(frames) -> pd.DataFrame:
     """Concatenate frames keeping categorical columns categorical (union of categories).
 
-    Categorical columns are joined with union_categoricals directly: pd.concat of
+    Categorical columns are joined as union_categoricals joins them: pd.concat of
     categoricals with different categories would expand them to strings first. Their
     categories are aligned on object first (an all-N/A column comes back from pyarrow
     with empty float categories).
@@ -110,10 +109,31 @@ def concat_frames(frames) -> pd.DataFrame:
     columns = list(dict.fromkeys(c for f in frames for c in f.columns))  # first-seen order
     merged = pd.concat([f.drop(columns=categorical) for f in frames], ignore_index=True)
     for column in categorical:
-        parts = [pd.Categorical.from_codes(f[column].cat.codes, categories=pd.Index(
-            f[column].cat.categories.astype(object), dtype=object)) for f in frames]
-        merged[column] = union_categoricals(parts, ignore_order=True)
+        merged[column] = _union(frames, column)
     return merged[columns]
+
+
+def _union(frames: list[pd.DataFrame], column: str) -> pd.Categorical:
+    """``union_categoricals`` of one categorical column of every frame (object categories).
+
+    The categories are the first-seen union, as union_categoricals(ignore_order=True)
+    gives them; every frame's codes are mapped at once (one factorize of all the frames'
+    categories), not one recoding per frame, which cost ~1 ms a frame over 1,000 ranks.
+    """
+    categories = [f[column].cat.categories.astype(object) for f in frames]
+    sizes = np.array([len(c) for c in categories], dtype=np.int64)
+    every = np.concatenate([c.to_numpy(dtype=object) for c in categories]) \
+        if sizes.sum() else np.empty(0, dtype=object)
+    mapping, union = pd.factorize(every)
+    offsets = np.repeat(np.cumsum(sizes) - sizes, [len(f) for f in frames])
+    codes = np.concatenate([f[column].cat.codes.to_numpy(np.int64) for f in frames])
+    recoded = np.where(codes >= 0, mapping[np.maximum(codes + offsets, 0)]
+                       if len(mapping) else -1, -1)
+    # The categories' dtype as union_categoricals leaves it: the first frame's when every
+    # frame has the same, else what Index.append infers.
+    joined = categories[0] if (sizes == len(union)).all() else \
+        categories[0].append(categories[1:]).unique()
+    return pd.Categorical.from_codes(recoded, dtype=pd.CategoricalDtype(joined))
 
 
 def as_category(values) -> pd.Categorical:

@@ -41,8 +41,11 @@ and always cover the whole profile.
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -89,11 +92,35 @@ HBM_TOTAL_COLUMNS = ("direction", "samples", "total_gbps", "peak_gbps")
 SPAN_COLUMNS = ("step", "start_us", "end_us")
 
 
+# Empty frames built once per process and copied: a rank without memory files needs a
+# dozen of them, and building one costs ten times its copy.
+_EMPTY_FRAMES: dict[tuple[str, tuple[str, ...]], pd.DataFrame] = {}
+
+
+def _nothing(columns: tuple[str, ...]) -> pd.DataFrame:
+    """``empty_frame(columns)`` (text columns as str, the rest float64), a fresh copy."""
+    key = ("bare", columns)
+    if key not in _EMPTY_FRAMES:
+        _EMPTY_FRAMES[key] = empty_frame(columns)
+    return _EMPTY_FRAMES[key].copy()
+
+
 def _no_rows(columns: tuple[str, ...]) -> pd.DataFrame:
-    frame = empty_frame(columns)
-    if "direction" in columns:
-        frame = frame.astype({"direction": "object"})
-    return frame.assign(rank=pd.Series(dtype="int64"))[["rank", *columns]]
+    key = ("ranked", columns)
+    if key not in _EMPTY_FRAMES:
+        frame = empty_frame(columns)
+        if "direction" in columns:
+            frame = frame.astype({"direction": "object"})
+        _EMPTY_FRAMES[key] = frame.assign(rank=pd.Series(dtype="int64"))[["rank", *columns]]
+    return _EMPTY_FRAMES[key].copy()
+
+
+def _no_rows_unranked(columns: tuple[str, ...]) -> pd.DataFrame:
+    """``_no_rows(columns)`` without its rank column (what one rank's reader hands back)."""
+    key = ("unranked", columns)
+    if key not in _EMPTY_FRAMES:
+        _EMPTY_FRAMES[key] = _no_rows(columns).drop(columns="rank")
+    return _EMPTY_FRAMES[key].copy()
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,7 +186,7 @@ def has_memory_files(source: Path) -> bool:
     return bool(dbs) or any((out / name).is_file() for name in MEMORY_FILES)
 
 
-def _read_hbm(connection, db: Path | None, tables: set[str], out: Path,
+def _read_hbm(connection: sqlite3.Connection, db: Path, tables: set[str], out: Path,
               notes: list[str]) -> pd.DataFrame:
     """HBM samples from the db, else from a trace_view.json that is small enough."""
     if "HBM" in tables:
@@ -167,13 +194,13 @@ def _read_hbm(connection, db: Path | None, tables: set[str], out: Path,
     trace = out / TRACE_VIEW
     if trace.is_file() and trace.stat().st_size <= TRACE_HBM_MAX_BYTES:
         return read_trace_hbm(trace) if _mentions_hbm(trace) \
-            else _no_rows(HBM_COLUMNS).drop(columns="rank")
+            else _no_rows_unranked(HBM_COLUMNS)
     if trace.is_file():
         # Streaming a multi-GB trace again only for HBM counters would dominate the run; the
         # db export carries the same samples in its HBM table.
         notes.append(f"{TRACE_VIEW} over {TRACE_HBM_MAX_BYTES // 2**20} MiB: HBM bandwidth "
                      "not read (export_type=db has it in the HBM table)")
-    return _no_rows(HBM_COLUMNS).drop(columns="rank")
+    return _no_rows_unranked(HBM_COLUMNS)
 
 
 def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[str], bool]:
@@ -190,43 +217,45 @@ def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[str], bool]
     connection = open_db(db) if db else None
     try:
         try:
-            tables = db_tables(connection, db) if connection else set()
+            tables = db_tables(connection, db) if connection and db else set()
         except InputError as exc:
             if not all(text.values()):
                 raise
             # Every memory file is in text: the db only adds copies and HBM samples.
             tables = set()
             notes.append(f"{exc}; copies and HBM bandwidth not read from it")
+        # Read from only where ``tables`` names a table, which only an open db gives.
+        conn, db_file = cast(sqlite3.Connection, connection), cast(Path, db)
         frames = {}
         if text[MEMORY_RECORD]:
             frames["records"], more = read_memory_record(out / MEMORY_RECORD)
             notes += more
         elif tables & {"MEMORY_RECORD", "NPU_MEM"}:
-            frames["records"] = read_db_records(connection, db, tables)
+            frames["records"] = read_db_records(conn, db_file, tables)
         else:
-            frames["records"] = empty_frame(RECORD_COLUMNS)
+            frames["records"] = _nothing(RECORD_COLUMNS)
             notes.append(_missing(MEMORY_RECORD, "MEMORY_RECORD", bool(dbs),
                                   "peak memory unknown"))
         if text[OPERATOR_MEMORY]:
             frames["operators"] = read_operator_memory(out / OPERATOR_MEMORY)
         elif "OP_MEMORY" in tables:
-            frames["operators"] = read_db_operators(connection, db)
+            frames["operators"] = read_db_operators(conn, db_file)
         else:
-            frames["operators"] = empty_frame(OPERATOR_COLUMNS)
+            frames["operators"] = _nothing(OPERATOR_COLUMNS)
             notes.append(_missing(OPERATOR_MEMORY, "OP_MEMORY", bool(dbs),
                                   "per-operator allocations unknown"))
         if text[NPU_MODULE_MEM]:
             frames["modules"], more = read_npu_module_mem(out / NPU_MODULE_MEM)
             notes += more
         elif "NPU_MODULE_MEM" in tables:
-            frames["modules"] = read_db_modules(connection, db, tables)
+            frames["modules"] = read_db_modules(conn, db_file, tables)
         else:
-            frames["modules"] = empty_frame(MODULE_COLUMNS)
+            frames["modules"] = _nothing(MODULE_COLUMNS)
             notes.append(_missing(NPU_MODULE_MEM, "NPU_MODULE_MEM", bool(dbs),
                                   "memory per module unknown"))
-        frames["copies"] = read_db_copies(connection, db, tables) if "MEMCPY_INFO" in tables \
-            else _no_rows(COPY_COLUMNS).drop(columns="rank")
-        frames["hbm"] = _read_hbm(connection, db, tables, out, notes)
+        frames["copies"] = read_db_copies(conn, db_file, tables) if "MEMCPY_INFO" in tables \
+            else _no_rows_unranked(COPY_COLUMNS)
+        frames["hbm"] = _read_hbm(conn, db_file, tables, out, notes)
     finally:
         if connection is not None:
             connection.close()
@@ -308,7 +337,7 @@ def _timeline(records: pd.DataFrame) -> pd.DataFrame:
             rows, time_ms = rows.loc[kept], time_ms.loc[kept]
         frames.append(pd.DataFrame({"component": component, "time_ms": time_ms.to_numpy(),
                                     "reserved_mb": rows["reserved_mb"].to_numpy()}))
-    return pd.concat(frames, ignore_index=True) if frames else empty_frame(TIMELINE_COLUMNS)
+    return pd.concat(frames, ignore_index=True) if frames else _nothing(TIMELINE_COLUMNS)
 
 
 def summarize_memory(records: pd.DataFrame, operators: pd.DataFrame, modules: pd.DataFrame,
@@ -348,9 +377,20 @@ class RankMemory:
     raw: dict[str, pd.DataFrame] | None = None
 
 
+# The summary of empty frames, by their columns and dtypes (it depends on nothing else).
+_EMPTY_SUMMARIES: dict[tuple, MemorySummary] = {}
+
+
 def _summarize(frames: dict[str, pd.DataFrame]) -> MemorySummary:
-    return summarize_memory(frames["records"], frames["operators"], frames["modules"],
-                            frames["hbm"])
+    raw = [frames[name] for name in RAW_FRAMES]
+    if any(len(frame) for frame in raw):
+        return summarize_memory(*raw)
+    # Most ranks of a cluster hold no memory files: summarize their empty frames once.
+    key = tuple((tuple(frame.columns), tuple(str(t) for t in frame.dtypes)) for frame in raw)
+    if key not in _EMPTY_SUMMARIES:
+        _EMPTY_SUMMARIES[key] = summarize_memory(*raw)
+    known = _EMPTY_SUMMARIES[key]
+    return MemorySummary(**{name: getattr(known, name).copy() for name in SUMMARY_FRAMES})
 
 
 def read_rank_memory(source: Path, keep_rows: bool,
@@ -389,7 +429,7 @@ def _stack_summaries(summaries: list[MemorySummary], ranks: list[int]) -> Memory
 
 
 def memory_data(parts: list[tuple[int, RankMemory]], spans: list[pd.DataFrame],
-                keep_rows: bool, warnings: list[str] = ()) -> MemoryData:
+                keep_rows: bool, warnings: Sequence[str] = ()) -> MemoryData:
     """Stack the ranks of one input (``(rank id, RankMemory)``, ``spans`` alike) into one.
 
     Each rank's notes become warnings ``rank <id> (<directory>): <note>``, after
@@ -400,7 +440,7 @@ def memory_data(parts: list[tuple[int, RankMemory]], spans: list[pd.DataFrame],
                                  for rank, part in parts for note in part.notes]
     raw = {}
     if keep_rows:
-        raw = {name: _stack([p.raw[name] for _, p in parts], ranks, columns)
+        raw = {name: _stack([(p.raw or {})[name] for _, p in parts], ranks, columns)
                for name, columns in RAW_FRAMES.items()}
     return MemoryData(ranks=tuple(ranks), summary=_stack_summaries([p.summary for _, p in parts],
                                                                    ranks),
@@ -419,7 +459,8 @@ def select_memory(memory: MemoryData, chosen: np.ndarray) -> MemoryData:
         return replace(memory, warnings=(*memory.warnings, "memory rows were not kept: its "
                                          "figures cover every step (pass steps= to load_run)"))
     raw = {name: getattr(memory, name) for name in RAW_FRAMES}
-    summaries, kept = [], {name: [] for name in RAW_FRAMES}
+    summaries: list[MemorySummary] = []
+    kept: dict[str, list[pd.DataFrame]] = {name: [] for name in RAW_FRAMES}
     spans = memory.step_spans.assign(chosen=np.asarray(chosen, dtype=bool))
     for rank in memory.ranks:
         frames = {name: frame[(frame["rank"] == rank).to_numpy()].drop(columns="rank")

@@ -21,14 +21,24 @@ def merged_intervals(start_ns: np.ndarray, end_ns: np.ndarray,
         return pd.DataFrame({"group": group[:0], "start": start_ns[:0], "end": end_ns[:0]})
     order = np.lexsort((start_ns, group))
     s, e, g = start_ns[order], end_ns[order], group[order]
-    running_end = pd.Series(e).groupby(g).cummax().to_numpy()
-    prev_end = np.concatenate(([np.iinfo(np.int64).min], running_end[:-1]))
     first_of_group = np.concatenate(([True], g[1:] != g[:-1]))
-    block = np.cumsum(first_of_group | (s > prev_end))
-    merged = pd.DataFrame({"block": block, "group": g, "start": s, "end": e})
-    return merged.groupby("block", sort=True).agg(group=("group", "first"),
-                                                   start=("start", "min"),
-                                                   end=("end", "max")).reset_index(drop=True)
+    running_end = _running_max(e, np.flatnonzero(first_of_group), g)
+    prev_end = np.concatenate(([np.iinfo(np.int64).min], running_end[:-1]))
+    starts = np.flatnonzero(first_of_group | (s > prev_end))  # the first row of each block
+    return pd.DataFrame({"group": g[starts], "start": np.minimum.reduceat(s, starts),
+                         "end": np.maximum.reduceat(e, starts)})
+
+
+SEGMENT_LOOP_MAX = 64  # groups up to which a loop of numpy accumulates beats a groupby
+
+
+def _running_max(values: np.ndarray, group_starts: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Cumulative maximum of ``values`` within each run of equal (sorted) ``group``."""
+    if len(group_starts) > SEGMENT_LOOP_MAX or not np.issubdtype(values.dtype, np.integer):
+        return pd.Series(values).groupby(group).cummax().to_numpy()
+    bounds = [*group_starts.tolist(), len(values)]
+    return np.concatenate([np.maximum.accumulate(values[low:high])
+                           for low, high in zip(bounds[:-1], bounds[1:])])
 
 
 def _union_length(start_ns, end_ns, group) -> pd.Series:
