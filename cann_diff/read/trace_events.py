@@ -239,7 +239,7 @@ def _top_keys(recorder: _Recorder) -> dict:
 def scan_trace(path: Path, scan: TraceScan | None = None) -> TraceScan:
     """Stream one trace file; InputError when it is unreadable, truncated or not JSON.
 
-    ``scan`` may be a TraceScan subclass that keeps more (read/framework.py's LinkScan).
+    ``scan`` may be a TraceScan subclass that keeps more (read/host_links.py's LinkScan).
     """
     scan = TraceScan(path) if scan is None else scan
     try:

@@ -32,7 +32,7 @@ from .derive import (
     scope_type,
 )
 from .files import is_directory, is_regular, list_dir, present
-from .framework import LinkScan
+from .host_links import LinkScan
 from .json_files import read_communication, read_profiler_info
 from .trace_events import GPU_CATS, STEP_PREFIX, TraceScan, scan_trace
 
@@ -244,7 +244,7 @@ def read_rank(path: Path) -> RankData:
     trace = trace_file(path)
     if trace is None:
         raise InputError(path, f"no {TRACE} and no single *.json.gz/*trace*.json file")
-    scan = LinkScan(trace)  # host→device links kept in the same pass (read/framework.py)
+    scan = LinkScan(trace)  # host→device links kept in the same pass (read/host_links.py)
     ops, info, kind, dropped = read_events(trace, scan=scan)
     root = trace.parent.parent if trace.parent.name == OUTPUT_DIR else trace.parent
     warnings = [f"{trace.name}: trace events carry no input shapes; operators are matched "
