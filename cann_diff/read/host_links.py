@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 from ..errors import SchemaError
 from .canonical import normalize_distinct
 from .trace_events import DEVICE_PROCESSES, TraceScan, _key, scan_trace, ts_to_ns
+from .trace_select import NotVouched, select_events
 
 FLOW_CATS = {"async_npu", "ac2g"}  # host launch -> device kernel (torch_npu, Kineto)
 HOST_SIDE = FLOW_CATS | {"cpu_op", "python_function"}
@@ -81,14 +82,18 @@ class LinkScan(TraceScan):
             return
         keep = self._keep_host
         for event in events:
-            if event.__class__ is dict and event.get("cat") in HOST_SIDE:
-                keep(event)
+            if event.__class__ is dict:
+                cat = event.get("cat")  # a list or object there is no category
+                if cat.__class__ is str and cat in HOST_SIDE:
+                    keep(event)
 
     def _tapped(self, events):
         keep = self._keep_host
         for event in events:
-            if event.__class__ is dict and event.get("cat") in HOST_SIDE:
-                keep(event)
+            if event.__class__ is dict:
+                cat = event.get("cat")
+                if cat.__class__ is str and cat in HOST_SIDE:
+                    keep(event)
             yield event
 
     def _keep_host(self, event) -> None:
@@ -156,6 +161,20 @@ class LinkScan(TraceScan):
                          self.path, shift)
         modules["name"] = pd.Categorical(self.mod_name)
         return HostLinks(ops, modules, links[["device_ns", "thread", "launch_ns"]])
+
+    def parsed_alike(self) -> bool:
+        """True when any parser gives the kept values alike: no float among the exact ones.
+
+        Timestamps, ids, pids and tids are read as text or keys, where ijson's exact
+        Decimal and a float differ (``1E+3`` vs ``1000.0``; a float keeps 17 digits of a
+        ts); dims must be torch_npu's strings (Kineto's lists may hold numbers).
+        Durations become floats either way.
+        """
+        exact = (self.op_ts, self.mod_ts, self.start_ts, self.end_ts, self.start_id,
+                 self.end_id, self.op_pid, self.op_tid, self.mod_pid, self.mod_tid,
+                 self.start_pid, self.start_tid)
+        return all(float not in set(map(type, values)) for values in exact) and \
+            set(map(type, self.op_dims)) <= {str, type(None)}
 
     def _kineto_base(self) -> int:
         """Kineto writes ts relative to baseTimeNanoseconds; the kernel reader adds it too."""
@@ -245,6 +264,18 @@ def _clean_shapes(values: pd.Series) -> pd.Series:
 
 
 def read_trace_links(trace: Path) -> HostLinks | None:
-    """Stream a trace_view.json for its host side only (a kernel_details.csv has the kernels)."""
-    return scan_trace(trace, LinkScan(trace, kernels=False)).host_links()
+    """The host side of a trace_view.json only (a kernel_details.csv has the kernels).
+
+    Only the host-side events are parsed (trace_select.py), unless the file is one that
+    pass leaves to the full stream, or a kept value is a float (orjson's float is not
+    ijson's exact Decimal, whose text the timestamps are read from).
+    """
+    scan = LinkScan(trace, kernels=False)
+    try:
+        select_events(trace, HOST_SIDE, scan.consume)
+    except NotVouched:
+        return scan_trace(trace, LinkScan(trace, kernels=False)).host_links()
+    if not scan.parsed_alike():
+        return scan_trace(trace, LinkScan(trace, kernels=False)).host_links()
+    return scan.host_links()
 
