@@ -432,6 +432,8 @@ def _by_move(table: pd.DataFrame, names: list[str]) -> pd.DataFrame:
 def _coverage_notes(run: Run) -> list[str]:
     """Share of the run's kernel time no framework op reaches, when it is not small."""
     frame = run.framework
+    if frame is None:
+        return []
     total = frame["device_us"].sum()
     lone = frame.loc[frame["name"] == UNLINKED, "device_us"].sum()
     if total > 0 and lone / total >= 0.05:

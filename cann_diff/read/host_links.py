@@ -222,7 +222,7 @@ def _text(values: list) -> list:
 class _ThreadCodes:
     """One integer per (pid, tid), shared by every table of one trace."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.codes: dict = {}
 
     def __call__(self, pids: list, tids: list) -> np.ndarray:
@@ -273,9 +273,11 @@ def read_trace_links(trace: Path) -> HostLinks | None:
     scan = LinkScan(trace, kernels=False)
     try:
         select_events(trace, HOST_SIDE, scan.consume)
+        vouched = scan.parsed_alike()
     except NotVouched:
-        return scan_trace(trace, LinkScan(trace, kernels=False)).host_links()
-    if not scan.parsed_alike():
-        return scan_trace(trace, LinkScan(trace, kernels=False)).host_links()
+        vouched = False
+    if not vouched:
+        scan = LinkScan(trace, kernels=False)
+        scan_trace(trace, scan)
     return scan.host_links()
 

@@ -100,7 +100,8 @@ class TraceScan:
         return self.processes.get(pid) in DEVICE_PROCESSES
 
     def _metadata(self, event: dict) -> None:
-        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        raw = event.get("args")
+        args: dict = raw if isinstance(raw, dict) else {}
         kind, pid = event.get("name"), _key(event.get("pid"))
         if kind == "process_name":
             self.processes[pid] = str(args.get("name", ""))

@@ -231,10 +231,12 @@ def read_events(path: Path, include_memcpy: bool = False, scan: TraceScan | None
 
 
 def _kineto_info(top: dict) -> dict:
-    dist = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
-    devices = top.get("deviceProperties") if isinstance(top.get("deviceProperties"), list) else []
-    rank = dist.get("rank")
-    return {"rank": int(rank) if isinstance(rank, int) or str(rank).isdigit() else None,
+    raw_dist, raw_devices = top.get("distributedInfo"), top.get("deviceProperties")
+    dist: dict = raw_dist if isinstance(raw_dist, dict) else {}
+    devices: list = raw_devices if isinstance(raw_devices, list) else []
+    rank, digits = dist.get("rank"), str(dist.get("rank"))  # isdecimal: int() takes those
+    return {"rank": int(rank) if isinstance(rank, int) else int(digits) if digits.isdecimal()
+            else None,
             "device": devices[0].get("name") if devices and isinstance(devices[0], dict)
             else None}
 

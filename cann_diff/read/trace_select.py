@@ -34,7 +34,7 @@ from .trace_events import _first_chunk, _open
 try:
     import orjson
 except ImportError:  # optional: the standard parser gives the same objects, slower
-    orjson = None
+    orjson = None  # type: ignore[assignment]
 
 _QUOTE, _BACKSLASH, _U = ord('"'), ord("\\"), ord("u")
 _OPENERS, _CLOSERS = (ord("{"), ord("[")), (ord("}"), ord("]"))
