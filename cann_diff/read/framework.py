@@ -146,7 +146,7 @@ def attribute(ops: pd.DataFrame, host: HostLinks) -> pd.DataFrame:
                             "kernel_type": ops["op_type"].array,
                             "dur_us": ops["dur_us"].to_numpy()})
     linked = kernels[instance >= 0]
-    used = np.unique(linked["instance"].to_numpy())
+    used = np.flatnonzero(np.bincount(linked["instance"].to_numpy(), minlength=len(fw)))
     inst = fw.iloc[used][["thread", "start_ns", "name", "input_shapes"]].copy()
     inst["module"] = _instance_modules(host, fw.iloc[used].reset_index(drop=True))
     inst["step"] = linked.groupby("instance")["step"].min().reindex(used).array
@@ -173,10 +173,25 @@ def conform_framework(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame[list(FRAMEWORK_COLUMNS)]
     for column, dtype in FRAMEWORK_COLUMNS.items():
         if dtype == "category":
-            frame[column] = frame[column].astype(str).astype("category")
+            frame[column] = frame[column].cat.remove_unused_categories() \
+                if _text_categories(frame[column]) else \
+                frame[column].astype(str).astype("category")
     frame = frame.astype(FRAMEWORK_COLUMNS)
     return frame.sort_values(["rank", "step", "order", "kernel_type"], kind="stable",
                              na_position="last").reset_index(drop=True)
+
+
+def _text_categories(values: pd.Series) -> bool:
+    """Whether ``values`` is already what ``astype(str).astype("category")`` would give.
+
+    That is: categorical, no missing values, text categories in sorted order (the
+    order sort_values follows); unused categories are dropped by the caller.
+    """
+    if not isinstance(values.dtype, pd.CategoricalDtype) or not values.notna().all():
+        return False
+    categories = values.cat.categories
+    return categories.is_monotonic_increasing and \
+        all(c.__class__ is str for c in categories)
 
 
 # ---------------------------------------------------------------- per rank, per run

@@ -185,6 +185,11 @@ class LinkScan(TraceScan):
 
 def _keys(values: list) -> pd.Series:
     """Ids/pids/tids as hashable keys (ints or strings; anything else by its text)."""
+    if values and set(map(type, values)) == {int}:  # the usual case, read at C speed
+        try:
+            return pd.Series(np.array(values, dtype=np.int64))
+        except OverflowError:
+            pass  # beyond int64: pandas picks uint64 or object
     series = pd.Series(values)
     if series.dtype != object:  # all ints (the usual case): no per-value look
         return series
@@ -250,6 +255,8 @@ def _spans(thread: np.ndarray, ts: list, dur: list, path: Path, shift: int) -> p
 def _dims_text(values: list) -> pd.Series:
     """``Input Dims`` as text: torch_npu writes a string, Kineto a list of lists."""
     out = pd.Series(values, dtype="object")
+    if list not in set(map(type, values)):
+        return out.where(out.notna(), "").astype(str)
     lists = out.map(lambda v: v.__class__ is list)
     if lists.any():  # Kineto: [[32, 3], [], [64]] -> "32,3;;64"
         out[lists] = out[lists].map(

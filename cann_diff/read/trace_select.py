@@ -108,9 +108,9 @@ def _hits(region: np.ndarray, quotes: np.ndarray, wanted: list[np.ndarray]) -> n
     found = [_EMPTY]
     for value in wanted:
         candidate = opening[length == len(value)]
-        if len(candidate):
-            text = region[candidate[:, None] + np.arange(1, len(value) + 1)]
-            found.append(candidate[(text == value).all(axis=1)])
+        for at, byte in enumerate(value.tolist(), start=1):  # few survive the first bytes
+            candidate = candidate[region[candidate + at] == byte]
+        found.append(candidate)
     return np.concatenate(found)
 
 
