@@ -11,6 +11,7 @@ values worked out by hand below.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from cann_diff.read import trace_events, trace_select
 from cann_diff.read.host_links import HOST_SIDE, LinkScan, read_trace_links
 from cann_diff.read.trace_events import scan_trace
 from cann_diff.read.trace_select import NotVouched, select_events
+from cann_diff.settings import DEFAULT_SETTINGS
 
 
 def reference(trace: Path):
@@ -195,7 +197,8 @@ def test_broken_traces_say_what_the_full_stream_says(tmp_path, text, problem):
 
 
 def test_an_event_past_the_pending_bound_is_left_to_the_full_stream(tricky, monkeypatch):
-    monkeypatch.setattr(trace_select, "MAX_PENDING", 100)
+    monkeypatch.setattr(trace_select, "DEFAULT_SETTINGS",
+                        replace(DEFAULT_SETTINGS, max_pending_trace_bytes=100))
     with pytest.raises(NotVouched):
         fast(tricky)
     check_tricky(read_trace_links(tricky))

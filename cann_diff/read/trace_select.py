@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..settings import DEFAULT_SETTINGS
 from .files import SCAN_BLOCK, DepthGuard
 from .trace_events import _first_chunk, _open
 
@@ -39,9 +40,6 @@ except ImportError:  # optional: the standard parser gives the same objects, slo
 _QUOTE, _BACKSLASH, _U = ord('"'), ord("\\"), ord("u")
 _OPENERS, _CLOSERS = (ord("{"), ord("[")), (ord("}"), ord("]"))
 _EMPTY = np.zeros(0, np.int64)
-# An event larger than this (bytes not yet cut into whole events) is left to the full
-# parse, which streams it: the bound keeps this pass's memory a few blocks.
-MAX_PENDING = 64 << 20
 
 
 class NotVouched(Exception):
@@ -160,7 +158,7 @@ def _stream(handle, block: bytes, spans: _Spans, values: list[np.ndarray],
             continue
         block_quotes, block_starts, ends, block_escapes = spans.scan(block)
         buffer += block
-        if len(buffer) > MAX_PENDING:
+        if len(buffer) > DEFAULT_SETTINGS.max_pending_trace_bytes:
             raise NotVouched("an event larger than the pending bound")
         quotes = np.concatenate([quotes, block_quotes])
         starts = np.concatenate([starts, block_starts])
