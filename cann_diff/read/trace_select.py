@@ -3,8 +3,8 @@ r"""The few events a pass needs from a trace's event array, the others never par
 A torch_npu trace_view.json spends about a dozen events on each kernel (task queue,
 CANN API, HostToDevice, the kernel); the host side of the framework level needs three
 of them (the op, the flow's start and end). Streaming the whole array with ijson builds
-every event as Python objects: at 1M kernels that is ~70 s a side, for a level whose
-kernels come from a CSV read in ~4 s. Here the bytes are scanned block by block in numpy
+every event as Python objects: at 1M kernels that cost ~53 s of CPU a side, for a level
+whose kernels come from a CSV read in ~3 s. Here the bytes are scanned block by block in numpy
 for their structure (the DepthGuard's quote and bracket pass, which also finds where
 each top-level event opens and closes and where every string is); an event is parsed
 (orjson when importable) only when one of its strings is a wanted value, spelled as is
