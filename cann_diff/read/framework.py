@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from . import sqlite_db, torch_text
-from .derive import concat_frames
+from .derive import by_category, concat_frames
 from .host_db import read_db_links
 from .host_links import HostLinks, LinkScan, read_trace_links
 from .nesting import Nesting, innermost, module_paths
@@ -134,7 +134,8 @@ def _instance_modules(host: HostLinks, fw: pd.DataFrame) -> np.ndarray:
 
 def attribute(ops: pd.DataFrame, host: HostLinks) -> pd.DataFrame:
     """Canonical kernel rows of one rank + its HostLinks -> FRAMEWORK_COLUMNS rows (rank 0)."""
-    framework = host.ops["name"].astype(str).str.contains("::", regex=False).to_numpy()
+    framework = by_category(host.ops["name"], lambda v: v.str.contains("::", regex=False)
+                            ).to_numpy(bool)
     fw = host.ops[framework].reset_index(drop=True)
     links = host.links
     owner = innermost(fw["thread"].to_numpy(), fw["start_ns"].to_numpy(),
@@ -154,8 +155,8 @@ def attribute(ops: pd.DataFrame, host: HostLinks) -> pd.DataFrame:
                                                   kind="stable", na_position="last")
     unit = inst["step"].fillna(-1).to_numpy()
     inst["order"] = inst.groupby(unit).cumcount().to_numpy()
-    inst["occurrence"] = inst.groupby([unit, inst["name"].astype(str),
-                                       inst["input_shapes"].astype(str)]).cumcount().to_numpy()
+    inst["occurrence"] = inst.groupby([unit, _text_codes(inst["name"]),
+                                       _text_codes(inst["input_shapes"])]).cumcount().to_numpy()
     per_type = linked.groupby(["instance", "kernel_type"], observed=True).agg(
         kernels=("dur_us", "size"), device_us=("dur_us", "sum")).reset_index()
     rows = per_type.merge(inst, on="instance")
@@ -173,25 +174,40 @@ def conform_framework(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame[list(FRAMEWORK_COLUMNS)]
     for column, dtype in FRAMEWORK_COLUMNS.items():
         if dtype == "category":
-            frame[column] = frame[column].cat.remove_unused_categories() \
-                if _text_categories(frame[column]) else \
-                frame[column].astype(str).astype("category")
+            frame[column] = _text_category(frame[column])
     frame = frame.astype(FRAMEWORK_COLUMNS)
-    return frame.sort_values(["rank", "step", "order", "kernel_type"], kind="stable",
-                             na_position="last").reset_index(drop=True)
+    # sort_values(["rank", "step", "order", "kernel_type"], stable, steps missing last),
+    # as one numpy lexsort of integer keys (the last key sorts first)
+    step = frame["step"]
+    order = np.lexsort((frame["kernel_type"].cat.codes.to_numpy(), frame["order"].to_numpy(),
+                        step.fillna(0).to_numpy(np.int64), step.isna().to_numpy(),
+                        frame["rank"].to_numpy()))
+    return frame.take(order).reset_index(drop=True)
 
 
-def _text_categories(values: pd.Series) -> bool:
-    """Whether ``values`` is already what ``astype(str).astype("category")`` would give.
+def _text_category(values: pd.Series) -> pd.Series:
+    """``values.astype(str).astype("category")``, without the text copy when it is text.
 
-    That is: categorical, no missing values, text categories in sorted order (the
-    order sort_values follows); unused categories are dropped by the caller.
+    Categoricals of text keep their codes (unused categories dropped, the rest put in the
+    sorted order sort_values follows); a column of text only is made categorical at once.
     """
-    if not isinstance(values.dtype, pd.CategoricalDtype) or not values.notna().all():
-        return False
-    categories = values.cat.categories
-    return categories.is_monotonic_increasing and \
-        all(c.__class__ is str for c in categories)
+    if values.isna().any():
+        return values.astype(str).astype("category")
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        if not all(c.__class__ is str for c in values.cat.categories):
+            return values.astype(str).astype("category")
+        used = values.cat.remove_unused_categories()
+        categories = used.cat.categories
+        return used if categories.is_monotonic_increasing else \
+            used.cat.reorder_categories(sorted(categories))
+    if pd.api.types.infer_dtype(values, skipna=False) == "string":
+        return values.astype("category")
+    return values.astype(str).astype("category")
+
+
+def _text_codes(values: pd.Series) -> np.ndarray:
+    """One integer per distinct text of ``values`` (``astype(str)`` equality, as codes)."""
+    return pd.factorize(_text_category(values))[0]
 
 
 # ---------------------------------------------------------------- per rank, per run
