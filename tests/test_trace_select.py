@@ -19,7 +19,7 @@ import pytest
 from conftest import REALDATA, needs_realdata
 
 from cann_diff.errors import InputError
-from cann_diff.read import trace_events, trace_select
+from cann_diff.read import host_links, trace_events, trace_select
 from cann_diff.read.host_links import HOST_SIDE, LinkScan, read_trace_links
 from cann_diff.read.trace_events import scan_trace
 from cann_diff.read.trace_select import NotVouched, select_events
@@ -224,3 +224,19 @@ def test_spans_find_the_items_of_the_array(tmp_path):
     assert escapes.tolist() == []
     assert np.array_equal(quotes, [2, 4, 7, 10, 19, 21, 29, 31, 35, 37, 40, 44])  # not 42
     assert spans.closed == len(text) - 1 and spans.depth == 0
+
+
+def test_read_trace_links_takes_the_selective_pass(tricky, monkeypatch):
+    """On a plain torch_npu trace the full stream is never started."""
+    def no_full_stream(*args, **kwargs):
+        raise AssertionError("fell back to the full stream")
+
+    monkeypatch.setattr(host_links, "scan_trace", no_full_stream)
+    check_tricky(read_trace_links(tricky))
+
+
+@pytest.mark.parametrize("text", ["[]", " \n[ ]\n\n", '[{"cat": "cpu_op"}, 1]'])
+def test_arrays_without_links_give_none(tmp_path, text):
+    path = tmp_path / "trace_view.json"
+    path.write_text(text)
+    assert fast(path) is None and reference(path) is None
