@@ -21,6 +21,13 @@ interpreter start), alternately with the framework level switched off (the reade
 LinkScan replaced by a plain TraceScan, no attribution, no comparison) and on. Printed:
 median wall and CPU seconds of each (CPU time is steadier on a shared machine), the
 ratios framework/kernel, and the framework table's size.
+
+``--floor`` also times, in CPU seconds on the base side's trace_view.json alone, what
+any reading of it costs at least: its bytes read in 1 MiB blocks; the structure scan
+(read/trace_select.py's quote and bracket pass); the shipped host-side pass
+(read_trace_links); orjson over every event (in ~16 MiB pieces cut at line ends, the
+generated trace holding one event a line; the fastest full parse there is); ijson over
+every event (the full stream the framework level used before).
 """
 
 from __future__ import annotations
@@ -77,6 +84,78 @@ print(json.dumps({"seconds": seconds, "cpu": cpu_seconds,
                   "notes": [] if result.framework is None else
                   [n.text for n in result.framework.notes]}))
 """
+
+FLOOR = r"""
+import gc, json, resource, sys
+from pathlib import Path
+trace = Path(sys.argv[1])
+
+
+def cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def read_blocks():
+    with open(trace, "rb") as handle:
+        while handle.read(1 << 20):
+            pass
+
+
+def scan():
+    from cann_diff.read.trace_select import _Spans
+    spans = _Spans(trace)
+    with open(trace, "rb") as handle:
+        while block := handle.read(1 << 20):
+            spans.scan(block)
+
+
+def host_pass():
+    from cann_diff.read.host_links import read_trace_links
+    read_trace_links(trace)
+
+
+def orjson_all():
+    import orjson
+    gc.disable()
+    with open(trace, "rb") as handle:
+        data = handle.read(1 << 24).lstrip()[1:]  # past the "["
+        while data:
+            more = handle.read(1 << 24)
+            cut = len(data) if not more else data.rfind(b"\n{") + 1
+            piece, data = data[:cut], data[cut:] + more
+            orjson.loads(b"[" + piece.rstrip().rstrip(b",]") + b"]")
+    gc.enable()
+
+
+def ijson_all():
+    import ijson
+    with open(trace, "rb") as handle:
+        for _ in ijson.items(handle, "item", buf_size=1 << 16):
+            pass
+
+
+for step in sys.argv[2].split(","):
+    began = cpu()
+    globals()[step]()
+    print(json.dumps({step: cpu() - began}), flush=True)
+"""
+FLOOR_STEPS = "read_blocks,scan,host_pass,orjson_all,ijson_all"
+
+
+def floor(pair: Path) -> dict:
+    """CPU seconds of each FLOOR step on the base side's trace, in a fresh process."""
+    trace = next((pair / "text" / "base").rglob("trace_view.json"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    out = subprocess.run([sys.executable, "-c", FLOOR, str(trace), FLOOR_STEPS],
+                         capture_output=True, text=True, env=env, cwd=ROOT)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-2000:])
+    steps = {}
+    for line in out.stdout.splitlines():
+        steps.update(json.loads(line))
+    return {"trace_bytes": trace.stat().st_size, **steps}
 
 
 def ensure_pair(rows: int, data_dir: Path) -> Path:
@@ -146,6 +225,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="which inputs to time: trace, text or both (default)")
     parser.add_argument("--data-dir", type=Path, default=HERE / ".data")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--floor", action="store_true",
+                        help="also time what any reading of one side's trace costs")
     args = parser.parse_args(argv)
     pair = ensure_pair(int(args.rows), args.data_dir)
     results = [measure(name, pair / name, args.repeat) for name in args.inputs.split(",")]
@@ -156,6 +237,14 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {r['input']} | {r['kernels_per_side']:,} | {r['kernel_s']:.2f} | "
               f"{r['framework_s']:.2f} | {r['ratio']:.2f} | {r['kernel_cpu_s']:.2f} | "
               f"{r['framework_cpu_s']:.2f} | {r['cpu_ratio']:.2f} | {r['framework_ops']:,} |")
+    if args.floor:
+        cost = floor(pair)
+        print(f"\nfloor, CPU s on one side's trace_view.json "
+              f"({cost['trace_bytes'] / 2**20:,.0f} MiB):")
+        print("| " + " | ".join(FLOOR_STEPS.split(",")) + " |")
+        print("|" + "---:|" * len(FLOOR_STEPS.split(",")))
+        print("| " + " | ".join(f"{cost[s]:.2f}" for s in FLOOR_STEPS.split(",")) + " |")
+        results.append({"input": "floor", **cost})
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

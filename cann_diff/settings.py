@@ -87,6 +87,9 @@ class Settings:
     # Leading blank bytes of a trace read before calling it "not a trace": valid traces
     # start with [ or { at once; a gzip of blanks would otherwise be inflated whole.
     max_leading_blank_bytes: int = 1 << 20
+    # Bytes of a trace the host-side pass holds before an event closes; past it the event
+    # goes to ijson's stream: real events are under a few KiB, and memory stays bounded.
+    max_pending_trace_bytes: int = 64 << 20
     # Bytes of a CSV searched for its header row: real headers are under 4 KiB, and a
     # file without a line break would otherwise be read whole as one header.
     max_header_bytes: int = 1 << 20

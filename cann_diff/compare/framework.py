@@ -246,6 +246,13 @@ def _unit_rows(inst: pd.DataFrame, rank, step) -> np.ndarray:
     return np.flatnonzero((inst["rank"] == rank).to_numpy() & same_step.fillna(False).to_numpy())
 
 
+def _unmatched(count: int, matched: np.ndarray) -> np.ndarray:
+    """Rows 0 … count-1 not in ``matched``, in order (a mask: no sort)."""
+    lone = np.ones(count, bool)
+    lone[matched] = False
+    return np.flatnonzero(lone)
+
+
 def align_units(base: pd.DataFrame, new: pd.DataFrame,
                 max_edits: int) -> tuple[pd.DataFrame, list[str]]:
     """Aligned instance pairs of every paired unit; notes for units aligned by occurrence."""
@@ -267,8 +274,7 @@ def align_units(base: pd.DataFrame, new: pd.DataFrame,
         "input_shapes": base["input_shapes"].to_numpy()[matched_b],
         "base_device_us": base["device_us"].to_numpy()[matched_b],
         "new_device_us": new["device_us"].to_numpy()[matched_n]})
-    lone_b = np.setdiff1d(np.arange(len(base)), matched_b)
-    lone_n = np.setdiff1d(np.arange(len(new)), matched_n)
+    lone_b, lone_n = _unmatched(len(base), matched_b), _unmatched(len(new), matched_n)
     lone = [pd.DataFrame({"rank": side["rank"].to_numpy()[rows],
                           f"{label}_step": side["step"].array[rows],
                           "name": side["name"].to_numpy()[rows],
@@ -432,6 +438,8 @@ def _by_move(table: pd.DataFrame, names: list[str]) -> pd.DataFrame:
 def _coverage_notes(run: Run) -> list[str]:
     """Share of the run's kernel time no framework op reaches, when it is not small."""
     frame = run.framework
+    if frame is None:
+        return []
     total = frame["device_us"].sum()
     lone = frame.loc[frame["name"] == UNLINKED, "device_us"].sum()
     if total > 0 and lone / total >= 0.05:

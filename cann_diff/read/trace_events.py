@@ -100,7 +100,8 @@ class TraceScan:
         return self.processes.get(pid) in DEVICE_PROCESSES
 
     def _metadata(self, event: dict) -> None:
-        args = event.get("args") if isinstance(event.get("args"), dict) else {}
+        raw = event.get("args")
+        args: dict = raw if isinstance(raw, dict) else {}
         kind, pid = event.get("name"), _key(event.get("pid"))
         if kind == "process_name":
             self.processes[pid] = str(args.get("name", ""))
@@ -239,7 +240,7 @@ def _top_keys(recorder: _Recorder) -> dict:
 def scan_trace(path: Path, scan: TraceScan | None = None) -> TraceScan:
     """Stream one trace file; InputError when it is unreadable, truncated or not JSON.
 
-    ``scan`` may be a TraceScan subclass that keeps more (read/framework.py's LinkScan).
+    ``scan`` may be a TraceScan subclass that keeps more (read/host_links.py's LinkScan).
     """
     scan = TraceScan(path) if scan is None else scan
     try:

@@ -32,7 +32,7 @@ from .derive import (
     scope_type,
 )
 from .files import is_directory, is_regular, list_dir, present
-from .framework import LinkScan
+from .host_links import LinkScan
 from .json_files import read_communication, read_profiler_info
 from .trace_events import GPU_CATS, STEP_PREFIX, TraceScan, scan_trace
 
@@ -231,10 +231,12 @@ def read_events(path: Path, include_memcpy: bool = False, scan: TraceScan | None
 
 
 def _kineto_info(top: dict) -> dict:
-    dist = top.get("distributedInfo") if isinstance(top.get("distributedInfo"), dict) else {}
-    devices = top.get("deviceProperties") if isinstance(top.get("deviceProperties"), list) else []
-    rank = dist.get("rank")
-    return {"rank": int(rank) if isinstance(rank, int) or str(rank).isdigit() else None,
+    raw_dist, raw_devices = top.get("distributedInfo"), top.get("deviceProperties")
+    dist: dict = raw_dist if isinstance(raw_dist, dict) else {}
+    devices: list = raw_devices if isinstance(raw_devices, list) else []
+    rank, digits = dist.get("rank"), str(dist.get("rank"))  # isdecimal: int() takes those
+    return {"rank": int(rank) if isinstance(rank, int) else int(digits) if digits.isdecimal()
+            else None,
             "device": devices[0].get("name") if devices and isinstance(devices[0], dict)
             else None}
 
@@ -244,7 +246,7 @@ def read_rank(path: Path) -> RankData:
     trace = trace_file(path)
     if trace is None:
         raise InputError(path, f"no {TRACE} and no single *.json.gz/*trace*.json file")
-    scan = LinkScan(trace)  # host→device links kept in the same pass (read/framework.py)
+    scan = LinkScan(trace)  # host→device links kept in the same pass (read/host_links.py)
     ops, info, kind, dropped = read_events(trace, scan=scan)
     root = trace.parent.parent if trace.parent.name == OUTPUT_DIR else trace.parent
     warnings = [f"{trace.name}: trace events carry no input shapes; operators are matched "
