@@ -173,8 +173,9 @@ def _quiet_undecodable_rows(unraisable, previous=sys.unraisablehook) -> None:
 
 sys.unraisablehook = _quiet_undecodable_rows
 
-BLOCK_BYTES = 1 << 22  # pyarrow's CSV block: 4 MiB parses fastest here (16 MiB took 2× the CPU); a row
-# longer than a block is read again with a larger one
+# pyarrow's CSV block: 4 MiB parses fastest here (16 MiB took 2× the CPU at 1M rows); a row
+# longer than a block is read again with a larger one.
+BLOCK_BYTES = 1 << 22
 MAX_BLOCK_BYTES = (1 << 31) - 1  # pyarrow keeps the block size in an int32
 
 
