@@ -8,11 +8,15 @@ data and is not tracked). Then, each repeated ``--repeat`` times (median reporte
 
 * **e2e** — ``cann-diff BASE NEW -o OUT --quiet --no-charts`` run as a subprocess
   (``python -m cann_diff``, the package imported from ``--src``, default this checkout):
-  wall time, CPU time and peak RSS (``os.wait4`` rusage of that child);
+  wall time, CPU time and peak RSS of its whole process tree: this script is a child
+  subreaper, so the forkserver and the worker processes that read sides and ranks are
+  reaped here and counted (CPU summed, RSS the largest process);
 * **floor** — reading only the columns cann-diff needs from every kernel_details.csv of
   both sides with ``pyarrow.csv.read_csv(include_columns=...)`` (Name, Type, Accelerator
   Core, Start Time(us), Duration(us), Step Id, Input Shapes, Input Data Types, plus
-  Device_id when present), in a subprocess too, timed inside it (no interpreter start);
+  Device_id when present), plus every step_trace_time.csv and ``json.loads`` of every
+  communication.json, in a subprocess too, timed inside it (no interpreter start); the
+  CSV-only part is kept as ``floor_csv_s``;
 * **startup** — cann-diff on the shipped 2-rank example pair (fixed cost: interpreter,
   imports, report writing);
 * optionally **msprof-analyze compare --enable_kernel_compare** (its per type+shape kernel
@@ -52,15 +56,36 @@ wanted = json.loads(sys.argv[1])
 began, cpu = time.perf_counter(), os.times()
 rows = 0
 for path in sys.argv[2:]:
+    if not path.endswith("kernel_details.csv"):
+        continue
     with open(path, newline="") as handle:
         header = [h.strip() for h in next(csv.reader(handle))]
     cols = [c for c in wanted + ["Device_id"] if c in header]
     table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(include_columns=cols))
     rows += table.num_rows
+csv_done, csv_cpu = time.perf_counter(), os.times()
+for path in sys.argv[2:]:
+    if path.endswith("step_trace_time.csv"):
+        pacsv.read_csv(path)
+    elif path.endswith("communication.json"):
+        with open(path, "rb") as handle:
+            json.loads(handle.read())
 done = os.times()
 print(json.dumps({"seconds": time.perf_counter() - began, "rows": rows,
-                  "cpu": done.user - cpu.user + done.system - cpu.system}))
+                  "cpu": done.user - cpu.user + done.system - cpu.system,
+                  "csv_seconds": csv_done - began,
+                  "csv_cpu": csv_cpu.user - cpu.user + csv_cpu.system - cpu.system}))
 """
+
+
+def become_subreaper() -> None:
+    """Adopt orphaned descendants (Linux), so that their CPU and RSS can be counted."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass  # elsewhere only the direct child is counted
 
 
 def run_child(cmd: list[str], cwd: Path | None = None, cpu: list | None = None,
@@ -75,14 +100,22 @@ def run_child(cmd: list[str], cwd: Path | None = None, cpu: list | None = None,
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - began
         proc.returncode = os.waitstatus_to_exitcode(status)
+        seconds, peak = usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+        while True:  # the forkserver and its workers, orphaned when the child ended
+            try:
+                _, _, orphan = os.wait4(-1, 0)
+            except ChildProcessError:
+                break
+            seconds += orphan.ru_utime + orphan.ru_stime
+            peak = max(peak, orphan.ru_maxrss)
         if cpu is not None:
-            cpu.append(usage.ru_utime + usage.ru_stime)
+            cpu.append(seconds)
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{stderr[-2000:]}")
-    return wall, usage.ru_maxrss * 1024, stdout
+    return wall, peak * 1024, stdout
 
 
 def ensure_pair(rows: int, ranks: int, data_dir: Path, comm_fraction: float | None = None
@@ -94,14 +127,13 @@ def ensure_pair(rows: int, ranks: int, data_dir: Path, comm_fraction: float | No
         return pair
     if pair.exists():
         shutil.rmtree(pair)
-    sys.path.insert(0, str(HERE))
-    from generate import generate  # noqa: E402  (benchmarks/generate.py)
-
     began = time.perf_counter()
-    if comm_fraction:
-        generate(pair, rows, ranks, comm_fraction=comm_fraction)
-    else:
-        generate(pair, rows, ranks)
+    # In a child: a child's peak RSS starts from its parent's at fork, so this process
+    # stays small for the measurements that follow.
+    subprocess.run([sys.executable, str(HERE / "generate.py"), "--rows", str(rows),
+                    "--ranks", str(ranks), "--out", str(pair),
+                    *(["--comm-fraction", str(comm_fraction)] if comm_fraction else [])],
+                   check=True, stdout=subprocess.DEVNULL)
     seconds = time.perf_counter() - began
     stamp.write_text(json.dumps({"rows": rows, "ranks": ranks, "seconds": seconds}))
     print(f"  generated {pair} in {seconds:.1f} s", file=sys.stderr)
@@ -125,6 +157,13 @@ def revision(src: Path) -> str:
 
 def kernel_files(pair: Path) -> list[Path]:
     return sorted(pair.glob("*/*_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv"))
+
+
+def floor_files(pair: Path) -> list[Path]:
+    """What the floor reads: kernel_details.csv, step_trace_time.csv, communication.json."""
+    return sorted(p for name in ("kernel_details.csv", "step_trace_time.csv",
+                                 "communication.json")
+                  for p in pair.glob(f"*/*_ascend_pt/ASCEND_PROFILER_OUTPUT/{name}"))
 
 
 def input_bytes(pair: Path) -> tuple[int, int]:
@@ -152,13 +191,13 @@ def measure(rows: int, args: argparse.Namespace, startup: tuple[float, int],
     ranks = args.ranks if ranks is None else ranks
     pair = ensure_pair(rows, ranks, args.data_dir, comm_fraction)
     total_bytes, csv_bytes = input_bytes(pair)
-    files = [str(p) for p in kernel_files(pair)]
+    files = [str(p) for p in floor_files(pair)]
     floor_cmd = [sys.executable, "-c", FLOOR_SCRIPT, json.dumps(FLOOR_COLUMNS), *files]
     run_child(floor_cmd)  # warm the page cache
     floors = []
     for _ in range(args.repeat):
         _, rss, stdout = run_child(floor_cmd)
-        floors.append((json.loads(stdout)["seconds"], rss, json.loads(stdout)["cpu"]))
+        floors.append(json.loads(stdout) | {"rss": rss})
     e2e, e2e_cpu = [], []
     with tempfile.TemporaryDirectory(dir=args.data_dir) as tmp:
         for i in range(args.repeat):
@@ -169,10 +208,12 @@ def measure(rows: int, args: argparse.Namespace, startup: tuple[float, int],
     result = {
         "rows_per_side": rows, "ranks": ranks, "comm_fraction": comm_fraction,
         "input_bytes": total_bytes, "kernel_csv_bytes": csv_bytes,
-        "floor_s": statistics.median(f[0] for f in floors),
-        "floor_all_s": [round(f[0], 3) for f in floors],
-        "floor_rss": statistics.median(f[1] for f in floors),
-        "floor_cpu_s": statistics.median(f[2] for f in floors),
+        "floor_s": statistics.median(f["seconds"] for f in floors),
+        "floor_all_s": [round(f["seconds"], 3) for f in floors],
+        "floor_csv_s": statistics.median(f["csv_seconds"] for f in floors),
+        "floor_rss": statistics.median(f["rss"] for f in floors),
+        "floor_cpu_s": statistics.median(f["cpu"] for f in floors),
+        "floor_csv_cpu_s": statistics.median(f["csv_cpu"] for f in floors),
         "e2e_cpu_s": statistics.median(e2e_cpu),
         "e2e_s": statistics.median(e[0] for e in e2e),
         "e2e_all_s": [round(e[0], 3) for e in e2e],
@@ -281,8 +322,10 @@ def table(results: list[dict]) -> str:
     lines.append(f"\ncann_diff: {startup['src']}; startup (cann-diff on the shipped example pair): "
                  f"{startup['startup_s']:.2f} s, "
                  f"{startup['startup_rss'] / 1e6:,.0f} MB peak RSS; floor = pyarrow.csv read of "
-                 "the needed kernel_details.csv columns, both sides; CPU = user + system "
-                 "seconds (the floor's measured inside its process, around the reads); medians of "
+                 "the needed kernel_details.csv columns plus step_trace_time.csv plus json.loads "
+                 "of communication.json, both sides; CPU = user + system seconds of the whole "
+                 "process tree (the floor's measured inside its process, around the reads); "
+                 "peak RSS = the largest process; medians of "
                  f"{len(results[0]['e2e_all_s'])} runs.")
     return "\n".join(lines)
 
@@ -310,6 +353,7 @@ def main(argv: list[str] | None = None) -> None:
                              "of rows are collectives (e.g. 0.3; the default pairs have 0.02)")
     parser.add_argument("--json", type=Path, default=None, help="also write results as JSON")
     args = parser.parse_args(argv)
+    become_subreaper()
     sizes = [int(round(float(s) * 1e6)) for s in args.sizes.split(",") if s.strip()]
     args.data_dir.mkdir(parents=True, exist_ok=True)
     args.src = args.src.resolve()

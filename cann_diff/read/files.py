@@ -190,6 +190,8 @@ _STEP = np.zeros(256, dtype=np.int8)
 _STEP[[ord("["), ord("{")]], _STEP[[ord("]"), ord("}")]] = 1, -1
 _BRACKET = _STEP != 0
 SCAN_BLOCK = 1 << 20  # bytes scanned per numpy pass: bounds the guard's own memory
+# Every byte but quotes and brackets: without a backslash, the nesting depends on those alone.
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'"[]{}')
 
 
 class DepthGuard:
@@ -209,6 +211,10 @@ class DepthGuard:
 
     def feed(self, data: bytes) -> None:
         """Scan the next bytes; InputError once the nesting passes the limit."""
+        if not self.backslashes and b"\\" not in data:
+            # No escapes: only quotes and brackets matter, in their order. Dropping the
+            # rest first (one C pass) leaves numpy a tenth of the bytes of a profile JSON.
+            data = data.translate(None, _NOT_STRUCTURE)
         for begin in range(0, len(data), SCAN_BLOCK):
             part = data[begin:begin + SCAN_BLOCK]  # the same object when data is one block
             self._scan(np.frombuffer(part, dtype=np.uint8), b"\\" in part)
