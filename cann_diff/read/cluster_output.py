@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..errors import SchemaError
 from ..schema import STAGE_FIELDS
+from . import fast_json
 from .base import RankData
 from .csv_files import STEP_HEADERS, integer_ids, read_csv_columns, read_header
 from .derive import check_step_figures
@@ -62,6 +63,11 @@ def _read_steps(path: Path) -> pd.DataFrame:
 
 
 def _read_comm(path: Path) -> pd.DataFrame:
+    with fast_json.collector_paused():  # a cluster's file holds every rank's collectives
+        return _comm_rows(path)
+
+
+def _comm_rows(path: Path) -> pd.DataFrame:
     data = load_json(path)
     if not isinstance(data, dict):
         raise SchemaError(path, "expected an object keyed by communication group")

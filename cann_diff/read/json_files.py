@@ -123,6 +123,11 @@ def comm_frame(path: Path, ranks: list[int], steps: list[int | None], keys: list
 
 def read_communication(path: Path, rank: int) -> pd.DataFrame:
     """Read communication.json into one row per (step, op): times in µs, sizes in MB."""
+    with fast_json.collector_paused():
+        return _read_communication(path, rank)
+
+
+def _read_communication(path: Path, rank: int) -> pd.DataFrame:
     data = load_json(path)
     if not isinstance(data, dict):
         raise SchemaError(path, "expected an object keyed by step")
