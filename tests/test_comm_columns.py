@@ -57,6 +57,7 @@ def test_an_empty_file_gives_no_rows(tmp_path):
 @pytest.mark.parametrize("bad, message", [
     (op("fast"), "hcom_allGather__3@g1: Elapse Time(ms) is not a number ('fast')"),
     (op(float("inf")), "hcom_allGather__3@g1: Elapse Time(ms) is inf, not a finite"),
+    (op(float("nan")), "hcom_allGather__3@g1: Elapse Time(ms) is nan, not a finite"),  # not 0
     (op(1.0, rdma_mb=-2.0), "hcom_allGather__3@g1: RDMA is -2.0, not a finite"),
     (op(1.0, hccs=[1, 2]), "hcom_allGather__3@g1: HCCS bandwidth info must be an object"),
 ])

@@ -72,9 +72,13 @@ def _numbers(path: Path, keys: list[str], field: str, values: list) -> np.ndarra
     at a time, to name the first op whose value is wrong.
     """
     try:
-        numbers = np.array([v or 0.0 for v in values], dtype=np.float64)
+        numbers = np.array(values, dtype=np.float64)  # None (a missing value) becomes NaN
     except (TypeError, ValueError, OverflowError):
         numbers = None
+    if numbers is not None:
+        unset = np.flatnonzero(np.isnan(numbers))
+        if len(unset) and all(values[i] is None for i in unset):
+            numbers[unset] = 0.0  # missing is 0; a NaN the file wrote is refused below
     if numbers is None or not np.isfinite(numbers).all() or (numbers < 0).any():
         numbers = np.array([_number(path, key, field, value)
                             for key, value in zip(keys, values)], dtype=np.float64)
