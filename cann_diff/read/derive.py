@@ -113,6 +113,22 @@ def concat_frames(frames) -> pd.DataFrame:
     return merged[columns]
 
 
+def concat_ranks(frames, ranks, column: str = "rank") -> pd.DataFrame:
+    """``concat_frames(f.assign(rank=r) …)`` over the non-empty frames, the ids set once.
+
+    The stacked frame gets one int64 ``column`` (``np.repeat`` of the ids by the frames'
+    lengths; where the frames have the column it keeps its place, else it comes last):
+    an ``assign`` per frame copied every frame, ~0.3 ms each over 1,000 ranks. An empty
+    DataFrame when no frame has rows.
+    """
+    pairs = [(f, r) for f, r in zip(frames, ranks) if f is not None and len(f)]
+    merged = concat_frames(f for f, _ in pairs)
+    if pairs:
+        merged[column] = np.repeat(np.array([r for _, r in pairs], dtype=np.int64),
+                                   [len(f) for f, _ in pairs])
+    return merged
+
+
 def _union(frames: list[pd.DataFrame], column: str) -> pd.Categorical:
     """``union_categoricals`` of one categorical column of every frame (object categories).
 
