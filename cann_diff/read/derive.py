@@ -135,20 +135,23 @@ def _union(frames: list[pd.DataFrame], column: str) -> pd.Categorical:
     The categories are the first-seen union, as union_categoricals(ignore_order=True)
     gives them; every frame's codes are mapped at once (one factorize of all the frames'
     categories), not one recoding per frame, which cost ~1 ms a frame over 1,000 ranks.
+    Categories and codes are read from each frame's Categorical, without a Series or an
+    Index conversion per frame.
     """
-    categories = [f[column].cat.categories.astype(object) for f in frames]
+    arrays = [f[column].array for f in frames]
+    categories = [a.categories for a in arrays]
     sizes = np.array([len(c) for c in categories], dtype=np.int64)
     every = np.concatenate([c.to_numpy(dtype=object) for c in categories]) \
         if sizes.sum() else np.empty(0, dtype=object)
     mapping, union = pd.factorize(every)
     offsets = np.repeat(np.cumsum(sizes) - sizes, [len(f) for f in frames])
-    codes = np.concatenate([f[column].cat.codes.to_numpy(np.int64) for f in frames])
+    codes = np.concatenate([a.codes.astype(np.int64) for a in arrays])
     recoded = np.where(codes >= 0, mapping[np.maximum(codes + offsets, 0)]
                        if len(mapping) else -1, -1)
     # The categories' dtype as union_categoricals leaves it: the first frame's when every
-    # frame has the same, else what Index.append infers.
-    joined = categories[0] if (sizes == len(union)).all() else \
-        categories[0].append(categories[1:]).unique()
+    # frame has the same, else the first-seen union (what Index.append infers of them).
+    joined = categories[0].astype(object) if (sizes == len(union)).all() else \
+        pd.Index(union)
     return pd.Categorical.from_codes(recoded, dtype=pd.CategoricalDtype(joined))
 
 
