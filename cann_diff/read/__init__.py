@@ -197,16 +197,14 @@ def _step_spans(ops: pd.DataFrame) -> pd.DataFrame:
     pandas groupby-agg cost a millisecond and a half.
     """
     stepped = ops["step"].notna().to_numpy()
-    steps = ops["step"].to_numpy(np.float64)[stepped].astype(np.int64)
+    steps = ops["step"].to_numpy(np.int64, na_value=0)[stepped]
     start = ops["start_ns"].to_numpy(np.int64)[stepped]
     end = start + np.rint(ops["dur_us"].to_numpy()[stepped] * 1000).astype(np.int64)
+    if not len(steps):
+        return pd.DataFrame({"step": steps, "start_us": np.zeros(0), "end_us": np.zeros(0)})
     order = np.argsort(steps, kind="stable")
     ordered = steps[order]
-    first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(ordered) \
-        else np.zeros(0, dtype=np.int64)
-    if not len(first):
-        return pd.DataFrame({"step": np.zeros(0, np.int64), "start_us": np.zeros(0),
-                             "end_us": np.zeros(0)})
+    first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])  # each step's first row
     return pd.DataFrame({"step": ordered[first],
                          "start_us": np.minimum.reduceat(start[order], first) / 1000.0,
                          "end_us": np.maximum.reduceat(end[order], first) / 1000.0})
