@@ -143,9 +143,10 @@ def read_csv_columns(path: Path, columns: dict[str, str],
     bad_rows = skipper.rows
     if bad_rows and _is_truncated(path, bad_rows[-1]):
         raise InputError(path, "truncated CSV: the last row is cut short")
-    frame = table.to_pandas()
+    # Named before the conversion: a pandas rename copied the frame (~0.3 ms a file).
+    frame = table.rename_columns(list(columns)).to_pandas()
     frame.attrs["skipped_rows"] = len(bad_rows)
-    return frame.rename(columns={header: field for field, header in columns.items()})
+    return frame
 
 
 class _RowSkipper:
@@ -333,6 +334,23 @@ def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
     return frame, warnings
 
 
+def _stage_figures(frame: pd.DataFrame) -> None:
+    """Every STAGE_FIELDS column as float64 µs, text that is no number NaN, absent all NaN.
+
+    The present columns are parsed by one ``pd.to_numeric`` of them end to end, then cut
+    apart: one call per column cost ~0.1 ms each on a rank's few steps.
+    """
+    present = [field for field in STAGE_FIELDS if field in frame]
+    if present:
+        stacked = pd.concat([frame[field] for field in present], ignore_index=True)
+        parsed = pd.to_numeric(stacked, errors="coerce").astype("float64").to_numpy()
+        for field, values in zip(present, parsed.reshape(len(present), len(frame))):
+            frame[field] = values
+    for field in STAGE_FIELDS:
+        if field not in present:
+            frame[field] = np.nan
+
+
 def read_step_trace(path: Path) -> pd.DataFrame | None:
     """Read step_trace_time.csv (9, 10 or 11 columns) into µs figures per step.
 
@@ -350,12 +368,10 @@ def read_step_trace(path: Path) -> pd.DataFrame | None:
     frame = read_csv_columns(path, picked)
     if frame.empty:
         return None
-    for field in STAGE_FIELDS:
-        frame[field] = pd.to_numeric(frame[field], errors="coerce").astype("float64") \
-            if field in frame else np.nan
+    _stage_figures(frame)
     frame["step"] = integer_ids(frame["step"], path, picked["step"]) \
         if "step" in frame else pd.array([pd.NA] * len(frame), dtype="Int64")
-    if frame[list(needed)].isna().any().any():
+    if any(np.isnan(frame[field].to_numpy(np.float64)).any() for field in needed):
         raise SchemaError(path, "non-numeric step figures")
     check_step_figures(frame, path, {f: h for h, f in STEP_HEADERS.items()})
     return frame

@@ -113,26 +113,45 @@ def concat_frames(frames) -> pd.DataFrame:
     return merged[columns]
 
 
+def concat_ranks(frames, ranks, column: str = "rank") -> pd.DataFrame:
+    """``concat_frames(f.assign(rank=r) …)`` over the non-empty frames, the ids set once.
+
+    The stacked frame gets one int64 ``column`` (``np.repeat`` of the ids by the frames'
+    lengths; where the frames have the column it keeps its place, else it comes last):
+    an ``assign`` per frame copied every frame, ~0.3 ms each over 1,000 ranks. An empty
+    DataFrame when no frame has rows.
+    """
+    pairs = [(f, r) for f, r in zip(frames, ranks) if f is not None and len(f)]
+    merged = concat_frames(f for f, _ in pairs)
+    if pairs:
+        merged[column] = np.repeat(np.array([r for _, r in pairs], dtype=np.int64),
+                                   [len(f) for f, _ in pairs])
+    return merged
+
+
 def _union(frames: list[pd.DataFrame], column: str) -> pd.Categorical:
     """``union_categoricals`` of one categorical column of every frame (object categories).
 
     The categories are the first-seen union, as union_categoricals(ignore_order=True)
     gives them; every frame's codes are mapped at once (one factorize of all the frames'
     categories), not one recoding per frame, which cost ~1 ms a frame over 1,000 ranks.
+    Categories and codes are read from each frame's Categorical, without a Series or an
+    Index conversion per frame.
     """
-    categories = [f[column].cat.categories.astype(object) for f in frames]
+    arrays = [f[column].array for f in frames]
+    categories = [a.categories for a in arrays]
     sizes = np.array([len(c) for c in categories], dtype=np.int64)
     every = np.concatenate([c.to_numpy(dtype=object) for c in categories]) \
         if sizes.sum() else np.empty(0, dtype=object)
     mapping, union = pd.factorize(every)
     offsets = np.repeat(np.cumsum(sizes) - sizes, [len(f) for f in frames])
-    codes = np.concatenate([f[column].cat.codes.to_numpy(np.int64) for f in frames])
+    codes = np.concatenate([a.codes.astype(np.int64) for a in arrays])
     recoded = np.where(codes >= 0, mapping[np.maximum(codes + offsets, 0)]
                        if len(mapping) else -1, -1)
     # The categories' dtype as union_categoricals leaves it: the first frame's when every
-    # frame has the same, else what Index.append infers.
-    joined = categories[0] if (sizes == len(union)).all() else \
-        categories[0].append(categories[1:]).unique()
+    # frame has the same, else the first-seen union (what Index.append infers of them).
+    joined = categories[0].astype(object) if (sizes == len(union)).all() else \
+        pd.Index(union)
     return pd.Categorical.from_codes(recoded, dtype=pd.CategoricalDtype(joined))
 
 

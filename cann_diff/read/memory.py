@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from .derive import concat_frames
+from .derive import concat_ranks
 from .memory_files import (
     COPY_COLUMNS,
     DB_GLOB,
@@ -412,10 +412,9 @@ def read_rank_memory(source: Path, keep_rows: bool,
 
 
 def _stack(frames: list[pd.DataFrame], ranks: list[int], columns: tuple[str, ...]):
-    tagged = [f.assign(rank=rank) for f, rank in zip(frames, ranks) if len(f)]
-    if not tagged:
+    if not any(len(f) for f in frames):
         return _no_rows(columns)
-    return concat_frames(tagged)[["rank", *columns]]
+    return concat_ranks(frames, ranks)[["rank", *columns]]
 
 
 SUMMARY_FRAMES = {"peaks": PEAK_COLUMNS, "timelines": TIMELINE_COLUMNS,

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..schema import COMM_SUMMARY_KEY, SUMMARY_KEY, RunSummary
 from .canonical import copy_direction
-from .derive import concat_frames
+from .derive import concat_ranks
 from .timeline import exposed_communication_us
 
 SAMPLE_BUDGET = 4_000_000  # durations kept per side over all ranks (16 bytes each)
@@ -232,16 +232,19 @@ def combine(parts: list[tuple[int, RunSummary]]) -> RunSummary:
     fraction = min([s.fraction for _, s in parts] +
                    [sample_fraction(np.concatenate(counts), SAMPLE_BUDGET)])
     offsets = np.cumsum([0] + [len(c) for c in counts[:-1]])
-    samples, sampled = [], False
+    rows, durations, sampled = [], [], False
     for (_, summary), rank_counts, offset in zip(parts, counts, offsets):
         kept, dropped = _resample(summary.samples, rank_counts, fraction)
         sampled |= dropped
-        samples.append(kept.assign(row=kept["row"].to_numpy() + offset))
-    ops = concat_frames(s.ops.assign(rank=rank) for rank, s in parts if len(s.ops))
-    comm = concat_frames(s.comm.assign(rank=rank) for rank, s in parts if len(s.comm))
-    samples = concat_frames(f for f in samples if len(f))
-    return RunSummary(ops if len(ops.columns) else _empty_ops(),
-                      samples if len(samples.columns) else _empty_samples(),
+        if len(kept):  # stacked as arrays: a frame per rank cost more than its rows
+            rows.append(kept["row"].to_numpy() + offset)
+            durations.append(kept["dur_us"].to_numpy())
+    ranks = [rank for rank, _ in parts]
+    ops = concat_ranks([s.ops for _, s in parts], ranks)
+    comm = concat_ranks([s.comm for _, s in parts], ranks)
+    samples = pd.DataFrame({"row": np.concatenate(rows), "dur_us": np.concatenate(durations)}) \
+        if rows else _empty_samples()
+    return RunSummary(ops if len(ops.columns) else _empty_ops(), samples,
                       comm if len(comm.columns) else _empty_comm(), sampled,
                       fraction if sampled else 1.0)
 
