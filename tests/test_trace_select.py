@@ -19,7 +19,7 @@ import pytest
 from conftest import REALDATA, needs_realdata
 
 from cann_diff.errors import InputError
-from cann_diff.read import host_links, trace_events, trace_select
+from cann_diff.read import fast_json, host_links, trace_events, trace_select
 from cann_diff.read.host_links import HOST_SIDE, LinkScan, read_trace_links
 from cann_diff.read.trace_events import scan_trace
 from cann_diff.read.trace_select import NotVouched, select_events
@@ -137,7 +137,7 @@ def test_backslash_runs_across_blocks(tmp_path, monkeypatch):
 
 
 def test_without_orjson_the_standard_parser_gives_the_same(tricky, monkeypatch):
-    monkeypatch.setattr(trace_select, "orjson", None)
+    monkeypatch.setattr(fast_json, "orjson", None)
     check_tricky(fast(tricky))
 
 

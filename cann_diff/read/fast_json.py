@@ -11,16 +11,26 @@ times faster. What orjson refuses but ``json`` accepts (NaN, Infinity, integers 
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
-orjson: ModuleType | None
-try:
-    import orjson
-except ImportError:  # optional: the standard parser gives the same objects
-    orjson = None
+
+def optional_module(name: str) -> ModuleType | None:
+    """The module, or None when it is not installed.
+
+    Imported by name so that the type checker sees the same ``ModuleType | None`` whether
+    or not the module is installed where it runs.
+    """
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+orjson = optional_module("orjson")  # optional: the standard parser gives the same objects
 
 
 @contextmanager

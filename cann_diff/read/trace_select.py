@@ -29,13 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from ..settings import DEFAULT_SETTINGS
+from . import fast_json
 from .files import SCAN_BLOCK, DepthGuard
 from .trace_events import _first_chunk, _open
-
-try:
-    import orjson
-except ImportError:  # optional: the standard parser gives the same objects, slower
-    orjson = None  # type: ignore[assignment]
 
 _QUOTE, _BACKSLASH, _U = ord('"'), ord("\\"), ord("u")
 _OPENERS, _CLOSERS = (ord("{"), ord("[")), (ord("}"), ord("]"))
@@ -116,6 +112,7 @@ def _parse(items: list) -> list:
     """The items as one JSON array."""
     data = b"[" + b",".join(items) + b"]"
     try:
+        orjson = fast_json.orjson  # optional: the standard parser gives the same objects
         return orjson.loads(data) if orjson is not None else json.loads(data)
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError: the full parse says it
         raise NotVouched(f"an event the parser refuses: {exc}") from None
