@@ -11,7 +11,7 @@ import statistics
 from collections.abc import Collection
 
 from .. import format as fmt
-from ..report import OperatorRow, Report
+from ..report import CategoryRow, FamilyRow, OperatorRow, Report
 from .document import (
     Block,
     Cell,
@@ -437,16 +437,19 @@ def _ranks_section(report: Report, charts: Collection[str]) -> list[Block]:
 # --------------------------------------------------------------------------- kernel time
 
 
+def _kernel_time_cells(row: CategoryRow | FamilyRow) -> tuple[Cell, ...]:
+    """Kernels per step, base and new time and Δ: the columns categories and families share."""
+    return (cell(f"{fmt.count(row.base_count)} → {fmt.count(row.new_count)}",
+                 sort=row.new_count),
+            cell(fmt.ms(row.base_total_us), sort=row.base_total_us),
+            cell(fmt.ms(row.new_total_us), sort=row.new_total_us),
+            cell(fmt.ms(row.delta_us, signed=True), sort=row.delta_us))
+
+
 def _categories(report: Report) -> list[Block]:
     if not report.categories:
         return []
-    rows = tuple((cell(c.category),
-                  cell(f"{fmt.count(c.base_count)} → {fmt.count(c.new_count)}",
-                       sort=c.new_count),
-                  cell(fmt.ms(c.base_total_us), sort=c.base_total_us),
-                  cell(fmt.ms(c.new_total_us), sort=c.new_total_us),
-                  cell(fmt.ms(c.delta_us, signed=True), sort=c.delta_us))
-                 for c in report.categories)
+    rows = tuple((cell(c.category), *_kernel_time_cells(c)) for c in report.categories)
     return [section("Kernel time by category", "categories"),
             Table(("category", "kernels /step", "base ms", "new ms", "Δ ms"), rows),
             Paragraph(inline("Kernel time is the sum of kernel durations; it can exceed the "
@@ -460,12 +463,7 @@ def _share(value) -> str:
 def _families(report: Report, charts: Collection[str]) -> list[Block]:
     if not report.families:
         return []
-    rows = tuple((cell(f.family),
-                  cell(f"{fmt.count(f.base_count)} → {fmt.count(f.new_count)}",
-                       sort=f.new_count),
-                  cell(fmt.ms(f.base_total_us), sort=f.base_total_us),
-                  cell(fmt.ms(f.new_total_us), sort=f.new_total_us),
-                  cell(fmt.ms(f.delta_us, signed=True), sort=f.delta_us),
+    rows = tuple((cell(f.family), *_kernel_time_cells(f),
                   cell(fmt.pct(f.delta_pct), sort=f.delta_pct),
                   cell(f"{_share(f.base_share_pct)} → {_share(f.new_share_pct)}",
                        sort=f.new_share_pct))
