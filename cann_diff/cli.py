@@ -209,7 +209,10 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
       130  interrupted by SIGINT (Ctrl-C): no partial report or temp file left
       143  terminated by SIGTERM: no partial report or temp file left
     """  # noqa: D301 (click's \b: a paragraph it must not rewrap)
-    # Here, not at the top: --help stays fast.
+    # Here, not at the top: --help stays fast. The allocator first, before pyarrow loads.
+    from .allocator import tune
+
+    tune()
     from .pipeline import Options, diff_candidates
     from .report import Invocation
 

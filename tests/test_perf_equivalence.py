@@ -231,3 +231,56 @@ def test_sides_read_in_worker_processes_give_the_same_report(monkeypatch):
     monkeypatch.setattr(pipeline, "PROCESS_MIN_BYTES", 0)  # the examples are small
     spread = pipeline.diff(base, new, pipeline.Options(jobs=2)).report.to_dict()
     assert spread == alone
+
+
+def _impossible_by_the_rule(start_ns: np.ndarray, dur_us: np.ndarray) -> np.ndarray:
+    """The rule as its docstring states it, one row at a time (quadratic: small inputs)."""
+    dur = np.asarray(dur_us, dtype=float)
+    bad = ~np.isfinite(dur) | (dur < 0) | (dur > DEFAULT_SETTINGS.max_duration_s * 1e6)
+    start_us = (np.asarray(start_ns, dtype=np.int64) // 1000).astype(float)
+    ok = np.flatnonzero(~bad)
+    if len(ok) < 2:
+        return bad
+    for row in ok:
+        shorter = ok[dur[ok] < dur[row]]
+        if len(shorter):
+            span = (start_us[shorter] + dur[shorter]).max() - start_us[shorter].min()
+            bad[row] = span > 0 and dur[row] > DEFAULT_SETTINGS.absurd_duration_factor * span
+    return bad
+
+
+@pytest.mark.parametrize("case", ["plain", "absurd", "ties", "one-instant", "broken"])
+def test_impossible_durations_fast_path_equals_the_rule(case):
+    # 6,000 rows: above the size where only the shortest 1/64 are sorted exactly.
+    rng = np.random.default_rng(7)
+    n = 6000
+    start = np.sort(rng.integers(0, 10**9, n))
+    dur = rng.lognormal(2, 2, n).round(2)
+    if case == "absurd":
+        dur[[10, 4000]] = 5e10  # > 10,000 × the ~1e6 µs run; equal: judged without each other
+    elif case == "ties":
+        dur[: n // 2] = dur[0]
+    elif case == "one-instant":
+        start[:] = start[0]  # the shortest rows span nothing: every row falls back
+        dur[:200] = 0.0
+    elif case == "broken":
+        dur[[1, 2, 3]] = [-1.0, np.nan, np.inf]
+    from cann_diff.read.derive import impossible_durations
+
+    expected = _impossible_by_the_rule(start, dur)
+    assert (impossible_durations(start, dur) == expected).all()
+    if case == "absurd":
+        assert set(np.flatnonzero(expected)) == {10, 4000}
+
+
+def test_merged_intervals_sorts_only_when_it_must():
+    from cann_diff.read.timeline import merged_intervals
+
+    # Hand-worked: group 0 holds [0,10) [5,20) [30,40); group 1 [1,2) [2,3) (touching).
+    start = np.array([0, 5, 30, 1, 2], dtype=np.int64)
+    end = np.array([10, 20, 40, 2, 3], dtype=np.int64)
+    group = np.array([0, 0, 0, 1, 1], dtype=np.int64)
+    expected = ([0, 0, 1], [0, 30, 1], [20, 40, 3])  # touching intervals merge
+    for order in (np.arange(5), np.array([4, 2, 0, 3, 1])):  # in order, and shuffled
+        got = merged_intervals(start[order], end[order], group[order])
+        assert [list(a) for a in got] == [list(e) for e in expected]

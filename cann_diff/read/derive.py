@@ -173,9 +173,29 @@ def impossible_durations(start_ns: np.ndarray, dur_us: np.ndarray) -> np.ndarray
     dur = np.asarray(dur_us, dtype=np.float64)
     bad = ~np.isfinite(dur) | (dur < 0) | (dur > DEFAULT_SETTINGS.max_duration_s * 1e6)
     start_us = (np.asarray(start_ns, dtype=np.int64) // 1000).astype(np.float64)
-    order = np.flatnonzero(~bad)[np.argsort(dur[~bad], kind="stable")]
-    if len(order) < 2:
+    rows = np.flatnonzero(~bad)
+    if len(rows) < 2:
         return bad
+    factor = DEFAULT_SETTINGS.absurd_duration_factor
+    # A row at least as long as the shortest 1/64 of the rows is judged against a span
+    # that holds all of them; when even the longest row fits within that, only the
+    # shortest rows need the exact rule (and their sort), not the whole table.
+    low = max(1, len(rows) // 64)
+    if len(rows) >= 4096:
+        cut = np.partition(dur[rows], low)[low]
+        below = rows[dur[rows] < cut]
+        if len(below) and dur[rows].max() <= factor * (
+                (start_us[below] + dur[below]).max() - start_us[below].min()):
+            short = rows[dur[rows] <= cut]
+            bad[short] = _absurd(start_us[short], dur[short], factor)
+            return bad
+    bad[rows] = _absurd(start_us[rows], dur[rows], factor)
+    return bad
+
+
+def _absurd(start_us: np.ndarray, dur: np.ndarray, factor: float) -> np.ndarray:
+    """Rows longer than ``factor`` times the span of the strictly shorter rows."""
+    order = np.argsort(dur, kind="stable")
     sorted_dur = dur[order]
     first = np.minimum.accumulate(start_us[order])
     last = np.maximum.accumulate(start_us[order] + sorted_dur)
@@ -183,9 +203,9 @@ def impossible_durations(start_ns: np.ndarray, dur_us: np.ndarray) -> np.ndarray
     known = shorter > 0
     span = np.where(known, last[np.maximum(shorter - 1, 0)] - first[np.maximum(shorter - 1, 0)],
                     0.0)
-    absurd = known & (span > 0) & (sorted_dur > DEFAULT_SETTINGS.absurd_duration_factor * span)
-    bad[order[absurd]] = True
-    return bad
+    absurd = np.zeros(len(dur), dtype=bool)
+    absurd[order[known & (span > 0) & (sorted_dur > factor * span)]] = True
+    return absurd
 
 
 def drop_impossible_durations(ops: pd.DataFrame, path: Path,

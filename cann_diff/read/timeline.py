@@ -15,18 +15,23 @@ COMM_CATEGORIES = ("communication",)
 
 
 def merged_intervals(start_ns: np.ndarray, end_ns: np.ndarray,
-                     group: np.ndarray) -> pd.DataFrame:
+                     group: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Union of intervals per group: disjoint, sorted ``group``, ``start``, ``end`` (ns)."""
     if len(start_ns) == 0:
-        return pd.DataFrame({"group": group[:0], "start": start_ns[:0], "end": end_ns[:0]})
-    order = np.lexsort((start_ns, group))
-    s, e, g = start_ns[order], end_ns[order], group[order]
+        return group[:0], start_ns[:0], end_ns[:0]
+    s, e, g = start_ns, end_ns, group
+    # Kernel tables are written in start order: a sort is only needed when they are not.
+    in_order = (g[1:] > g[:-1]) | ((g[1:] == g[:-1]) & (s[1:] >= s[:-1]))
+    if not in_order.all():
+        order = np.lexsort((start_ns, group))
+        s, e, g = start_ns[order], end_ns[order], group[order]
     first_of_group = np.concatenate(([True], g[1:] != g[:-1]))
     running_end = _running_max(e, np.flatnonzero(first_of_group), g)
     prev_end = np.concatenate(([np.iinfo(np.int64).min], running_end[:-1]))
     starts = np.flatnonzero(first_of_group | (s > prev_end))  # the first row of each block
-    return pd.DataFrame({"group": g[starts], "start": np.minimum.reduceat(s, starts),
-                         "end": np.maximum.reduceat(e, starts)})
+    # Sorted by start, a block begins at its first row and ends at its last row's running end.
+    lasts = np.append(starts[1:], len(s)) - 1
+    return g[starts], s[starts], running_end[lasts]
 
 
 SEGMENT_LOOP_MAX = 64  # groups up to which a loop of numpy accumulates beats a groupby
@@ -43,8 +48,8 @@ def _running_max(values: np.ndarray, group_starts: np.ndarray, group: np.ndarray
 
 def _union_length(start_ns, end_ns, group) -> pd.Series:
     """Covered length (µs) per group."""
-    merged = merged_intervals(start_ns, end_ns, group)
-    return ((merged["end"] - merged["start"]) / 1000.0).groupby(merged["group"]).sum()
+    groups, starts, ends = merged_intervals(start_ns, end_ns, group)
+    return pd.Series((ends - starts) / 1000.0).groupby(groups).sum()
 
 
 def step_breakdown_from_kernels(ops: pd.DataFrame) -> pd.DataFrame:
@@ -109,7 +114,8 @@ def exposed_communication_us(ops: pd.DataFrame) -> pd.Series:
     end = start + np.rint(ops["dur_us"].to_numpy() * 1000).astype(np.int64)
     ranks = ops["rank"].to_numpy()
     # Sort rows by rank once and slice, rather than masking all rows for every rank.
-    order = np.argsort(ranks, kind="stable")
+    order = (np.arange(len(ranks)) if len(ranks) == 0 or (ranks == ranks[0]).all()
+             else np.argsort(ranks, kind="stable"))
     bounds = np.flatnonzero(np.diff(ranks[order])) + 1
     exposed = np.zeros(len(ops))
     for rows in np.split(order, bounds):
@@ -117,9 +123,8 @@ def exposed_communication_us(ops: pd.DataFrame) -> pd.Series:
         if len(comm_rows) == 0:
             continue
         compute_rows = rows[~is_comm[rows]]
-        merged = merged_intervals(start[compute_rows], end[compute_rows],
-                                  np.zeros(len(compute_rows), np.int64))
-        s, e = merged["start"].to_numpy(), merged["end"].to_numpy()
+        _, s, e = merged_intervals(start[compute_rows], end[compute_rows],
+                                   np.zeros(len(compute_rows), np.int64))
         overlap = _covered_until(end[comm_rows], s, e) - _covered_until(start[comm_rows], s, e)
         exposed[comm_rows] = (end[comm_rows] - start[comm_rows] - overlap) / 1000.0
     return pd.Series(exposed[is_comm], index=ops.index[is_comm])
