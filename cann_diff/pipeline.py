@@ -8,6 +8,7 @@ from pathlib import Path
 from .compare import Comparison, compare
 from .compare.framework import FrameworkComparison, compare_framework
 from .compare.memory import MemoryComparison, compare_memory, copy_summary
+from .compare.stats import load_distributions
 from .errors import CannDiffError
 from .findings import SEVERITY_ORDER, Analysis, Finding, analyse
 from .match import match
@@ -167,12 +168,20 @@ def _read_side_in_worker(path, label, side: str, options: Options):
 
 
 PROCESS_MIN_BYTES = 64 * 2**20  # below this a worker's start-up (~1 s) costs more than it saves
+# A side worker wants two cores of its own: one for its Python, one for pyarrow's parse.
+# With two jobs in all, two sides in processes ran 16-25 % slower (wall) than one after the
+# other, each parse on both cores (0.25M, 1M and 4M kernels per side; docs/performance.md).
+SIDE_PROCESS_MIN_JOBS = 4
 
 
-def _large(paths: list[str | Path], limit: int = PROCESS_MIN_BYTES) -> bool:
-    """Whether the inputs hold at least ``limit`` bytes (the walk stops once they do)."""
+def _large(paths: list[str | Path], limit: int | None = None) -> bool:
+    """Whether the inputs hold at least ``limit`` bytes (the walk stops once they do).
+
+    ``limit`` defaults to ``PROCESS_MIN_BYTES`` as it is when called.
+    """
     import os
 
+    limit = PROCESS_MIN_BYTES if limit is None else limit
     total = 0
     for path in paths:
         for root, _dirs, names in os.walk(path):
@@ -193,12 +202,13 @@ def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options
                rank_progress=lambda side, done, total: None) -> list[Run]:
     """Read every (path, label, side), each side in its own process when ``jobs`` allows.
 
-    The sides are independent: with ``jobs`` ≥ 2 they are read at the same time in
-    worker processes (threads would share one interpreter lock), each with its share of
-    ``jobs`` for its ranks. With one job, or a Dask scheduler (which spreads the ranks
-    itself), they are read one after the other in this process.
+    The sides are independent: with ``jobs`` ≥ ``SIDE_PROCESS_MIN_JOBS`` and large inputs
+    they are read at the same time in worker processes (threads would share one
+    interpreter lock), each with its share of ``jobs`` for its ranks. With fewer jobs, or
+    a Dask scheduler (which spreads the ranks itself), they are read one after the other
+    in this process, each with all ``jobs`` for its ranks.
     """
-    if options.jobs < 2 or options.scheduler or len(items) < 2 or \
+    if options.jobs < SIDE_PROCESS_MIN_JOBS or options.scheduler or len(items) < 2 or \
             not _large([path for path, _, _ in items]):
         return [read_side(path, label, side, options, progress, rank_progress)
                 for path, label, side in items]
@@ -213,6 +223,7 @@ def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options
     try:
         futures = [pool.submit(_read_side_in_worker, path, label, side, share)
                    for path, label, side in items]
+        load_distributions()  # the comparison's import, while the workers read
         runs = []
         for future, (_, _, side) in zip(futures, items):
             run = future.result()
@@ -238,7 +249,7 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
 
     ``progress`` receives short status messages, ``rank_progress(side, done, total)``
     is called as ranks are read; ``invocation`` (the CLI's command line and date) goes
-    into the report's provenance. With ``options.jobs`` ≥ 2 the two sides are read at
+    into the report's provenance. With enough ``options.jobs`` the two sides are read at
     the same time, in two processes (``read_sides``).
     """
     base, new = read_sides([(base_path, options.base_label, "base"),
@@ -257,8 +268,8 @@ def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
     """One baseline against several candidates: every input read once, at the same time.
 
     ``labels`` names the base and then each candidate (None: the default label). Returns
-    one Result per candidate, in order. With ``options.jobs`` ≥ 2 the inputs are read in
-    worker processes (``read_sides``).
+    one Result per candidate, in order. With enough ``options.jobs`` the inputs are read
+    in worker processes (``read_sides``).
     """
     labels = list(labels or [None] * (len(new_paths) + 1))
     items = [(base_path, labels[0], "base"),

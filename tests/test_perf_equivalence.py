@@ -23,6 +23,7 @@ from cann_diff.compare.stats import adjust_bh, mann_whitney_by_group
 from cann_diff.errors import SchemaError
 from cann_diff.match import match
 from cann_diff.read import fast_json, load_run
+from cann_diff.read.workers import pool_context
 from cann_diff.schema import validate
 from cann_diff.settings import DEFAULT_SETTINGS
 
@@ -229,8 +230,16 @@ def test_sides_read_in_worker_processes_give_the_same_report(monkeypatch):
     base, new = examples / "cann7.0.1.3", examples / "cann8.0.RC2"
     alone = pipeline.diff(base, new, pipeline.Options(jobs=1)).report.to_dict()
     monkeypatch.setattr(pipeline, "PROCESS_MIN_BYTES", 0)  # the examples are small
-    spread = pipeline.diff(base, new, pipeline.Options(jobs=2)).report.to_dict()
-    assert spread == alone
+    pools = []
+    monkeypatch.setattr(pipeline, "pool_context",
+                        lambda *a: pools.append(a) or pool_context(*a))
+    fewer = pipeline.diff(base, new, pipeline.Options(
+        jobs=pipeline.SIDE_PROCESS_MIN_JOBS - 1)).report.to_dict()
+    assert pools == []  # too few jobs for a process per side: read here
+    spread = pipeline.diff(base, new, pipeline.Options(
+        jobs=pipeline.SIDE_PROCESS_MIN_JOBS)).report.to_dict()
+    assert len(pools) == 1
+    assert spread == alone == fewer
 
 
 def _impossible_by_the_rule(start_ns: np.ndarray, dur_us: np.ndarray) -> np.ndarray:

@@ -89,6 +89,11 @@ def ratio_interval(base: np.ndarray, new: np.ndarray,
     return float(np.exp(low)), float(np.exp(high))
 
 
+def load_distributions() -> None:
+    """Import scipy.special now (~0.2 s): a caller that waits on workers hides its cost."""
+    from scipy import special  # noqa: F401
+
+
 def _normal_quantile(q: float) -> float:
     from scipy import special
 
