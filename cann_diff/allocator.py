@@ -3,10 +3,11 @@
 A comparison builds and drops column arrays of megabytes again and again. With the
 defaults, pyarrow's mimalloc pool and glibc's malloc hand each freed block back to the
 system and take fresh pages for the next, and every fresh page is a page fault: at 1M
-kernels per side that was 1.3-3.0 s of system time against 4.4 s of user time (the sum
-varied with the machine's load). With pyarrow on the system allocator and glibc keeping
-what it frees (blocks up to 32 MiB from the heap, no trimming below 1 GiB), the same run
-spends ~0.45 s in the system at ~1.2× the peak memory (docs/performance.md).
+kernels per side (one job) that was 1.9-2.8 s of system time beside 5.0 s of user time.
+With pyarrow on the system allocator and glibc keeping what it frees (blocks up to 32 MiB
+from the heap, no trimming below 1 GiB), the same run spends 0.48 s in the system and 0.69×
+the wall time, at 1.4× the peak memory, 718 against 519 MiB for 676 MB of input
+(docs/performance.md, "Round 5").
 
 Only the command line calls ``tune``: a library caller's process is its own. The
 settings go into the environment too, so the worker processes (a forkserver starts a

@@ -169,9 +169,11 @@ def _read_side_in_worker(path, label, side: str, options: Options):
 
 PROCESS_MIN_BYTES = 64 * 2**20  # below this a worker's start-up (~1 s) costs more than it saves
 # A side worker wants two cores of its own: one for its Python, one for pyarrow's parse.
-# With two jobs in all, two sides in processes ran 16-25 % slower (wall) than one after the
-# other, each parse on both cores (0.25M, 1M and 4M kernels per side; docs/performance.md).
-SIDE_PROCESS_MIN_JOBS = 4
+# With two jobs in all, two sides in processes ran 17-25 % slower (wall) than one after the
+# other, each parse on both cores (0.25M, 1M and 4M kernels per side; docs/performance.md,
+# "Round 5"). So there are at most jobs // JOBS_PER_SIDE_WORKER side workers, and at least 2.
+JOBS_PER_SIDE_WORKER = 2
+SIDE_PROCESS_MIN_JOBS = 2 * JOBS_PER_SIDE_WORKER
 
 
 def _large(paths: list[str | Path], limit: int | None = None) -> bool:
@@ -202,11 +204,12 @@ def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options
                rank_progress=lambda side, done, total: None) -> list[Run]:
     """Read every (path, label, side), each side in its own process when ``jobs`` allows.
 
-    The sides are independent: with ``jobs`` ≥ ``SIDE_PROCESS_MIN_JOBS`` and large inputs
-    they are read at the same time in worker processes (threads would share one
-    interpreter lock), each with its share of ``jobs`` for its ranks. With fewer jobs, or
-    a Dask scheduler (which spreads the ranks itself), they are read one after the other
-    in this process, each with all ``jobs`` for its ranks.
+    The sides are independent: with ``jobs`` ≥ ``SIDE_PROCESS_MIN_JOBS`` and inputs of at
+    least ``PROCESS_MIN_BYTES`` they are read at the same time in worker processes (threads
+    would share one interpreter lock), ``JOBS_PER_SIDE_WORKER`` jobs or more each, shared
+    out for their ranks. With fewer jobs or smaller inputs, or a Dask scheduler (which
+    spreads the ranks itself), they are read one after the other in this process, each
+    with all ``jobs`` for its ranks.
     """
     if options.jobs < SIDE_PROCESS_MIN_JOBS or options.scheduler or len(items) < 2 or \
             not _large([path for path, _, _ in items]):
@@ -214,7 +217,7 @@ def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options
                 for path, label, side in items]
     from concurrent.futures import ProcessPoolExecutor
 
-    workers = min(len(items), options.jobs)
+    workers = min(len(items), options.jobs // JOBS_PER_SIDE_WORKER)
     share = replace(options, jobs=max(1, options.jobs // workers))
     for path, _, side in items:
         progress(f"reading {side}: {path}")
@@ -249,8 +252,9 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
 
     ``progress`` receives short status messages, ``rank_progress(side, done, total)``
     is called as ranks are read; ``invocation`` (the CLI's command line and date) goes
-    into the report's provenance. With enough ``options.jobs`` the two sides are read at
-    the same time, in two processes (``read_sides``).
+    into the report's provenance. With ``options.jobs`` ≥ ``SIDE_PROCESS_MIN_JOBS`` and
+    inputs of at least ``PROCESS_MIN_BYTES`` the two sides are read at the same time, in
+    two processes (``read_sides``).
     """
     base, new = read_sides([(base_path, options.base_label, "base"),
                             (new_path, options.new_label, "new")],
@@ -268,8 +272,9 @@ def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
     """One baseline against several candidates: every input read once, at the same time.
 
     ``labels`` names the base and then each candidate (None: the default label). Returns
-    one Result per candidate, in order. With enough ``options.jobs`` the inputs are read
-    in worker processes (``read_sides``).
+    one Result per candidate, in order. With ``options.jobs`` ≥ ``SIDE_PROCESS_MIN_JOBS`` and
+    inputs of at least ``PROCESS_MIN_BYTES`` the inputs are read in worker processes, two
+    jobs or more each (``read_sides``).
     """
     labels = list(labels or [None] * (len(new_paths) + 1))
     items = [(base_path, labels[0], "base"),

@@ -8,6 +8,7 @@ is not valid JSON (NaN), fails the test that produced it.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,21 @@ def schema_errors(data: dict) -> list[str]:
     written = json.loads(json.dumps(data, allow_nan=False))
     errors = sorted(REPORT_SCHEMA.iter_errors(written), key=lambda e: list(e.absolute_path))
     return [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:160]}" for e in errors]
+
+
+@pytest.fixture(autouse=True)
+def allocator_environment_restored():
+    """The command line (run in-process by CliRunner) writes its allocator settings into
+    os.environ for its workers; after each test the environment is as the suite had it."""
+    from cann_diff.allocator import ENVIRONMENT
+
+    before = {name: os.environ.get(name) for name in ENVIRONMENT}
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(autouse=True)

@@ -2,41 +2,77 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import subprocess
+import sys
+
+import pytest
 
 from cann_diff import allocator
 
 
-def _clear(monkeypatch) -> None:
+class _FakeLibc:
+    """Records mallopt calls, so that the test process's own allocator is left alone."""
+
+    def __init__(self, _name):
+        self.calls: list[tuple[int, int]] = []
+        _FakeLibc.last = self
+
+    def mallopt(self, parameter, value):
+        self.calls.append((parameter, value))
+        return 1
+
+
+@pytest.fixture
+def clean(monkeypatch):
     for name in allocator.ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(ctypes, "CDLL", _FakeLibc)
+    yield
+    for name in allocator.ENVIRONMENT:  # tune() wrote os.environ itself
         monkeypatch.delenv(name, raising=False)
 
 
-def test_tune_sets_what_workers_inherit(monkeypatch):
-    _clear(monkeypatch)
+def test_tune_sets_what_workers_inherit(clean):
     allocator.tune()
     assert os.environ["ARROW_DEFAULT_MEMORY_POOL"] == "system"
     assert int(os.environ["MALLOC_MMAP_THRESHOLD_"]) == 32 * 2**20  # glibc's largest
     assert int(os.environ["MALLOC_TRIM_THRESHOLD_"]) == 2**30
+    # M_MMAP_THRESHOLD is -3 and M_TRIM_THRESHOLD -1 in glibc's <malloc.h>.
+    assert _FakeLibc.last.calls == [(-3, 32 * 2**20), (-1, 2**30)]
 
 
-def test_tune_keeps_the_users_own_settings(monkeypatch):
-    _clear(monkeypatch)
+def test_tune_keeps_the_users_own_settings(clean, monkeypatch):
     monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "not a number")  # glibc's to judge
     allocator.tune()  # no error: an unreadable value is left to glibc
     assert os.environ["ARROW_DEFAULT_MEMORY_POOL"] == "jemalloc"
     assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "not a number"
-    assert os.environ["MALLOC_MMAP_THRESHOLD_"] == str(32 * 2**20)
+    assert _FakeLibc.last.calls == [(-3, 32 * 2**20)]
 
 
-def test_a_worker_process_starts_with_them(monkeypatch, tmp_path):
-    import subprocess
-    import sys
+def test_without_glibc_only_the_environment_is_set(clean, monkeypatch):
+    def missing(_name):
+        raise OSError("libc.so.6: cannot open shared object file")
 
-    _clear(monkeypatch)
+    monkeypatch.setattr(ctypes, "CDLL", missing)
+    allocator.tune()
+    assert os.environ["ARROW_DEFAULT_MEMORY_POOL"] == "system"
+
+
+def test_a_worker_process_starts_with_them(clean):
     allocator.tune()
     code = "import pyarrow; print(pyarrow.default_memory_pool().backend_name)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=os.environ.copy())
     assert out.stdout.strip() == "system"
+
+
+def test_the_command_line_loads_no_pyarrow_before_it_tunes():
+    # pyarrow picks its pool when it is first used: tune() (in the command, before the
+    # pipeline's import) only works if importing the command line loads no pyarrow.
+    code = "import sys, cann_diff.cli; print('pyarrow' in sys.modules, 'pandas' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["False", "False"]

@@ -258,7 +258,8 @@ def _impossible_by_the_rule(start_ns: np.ndarray, dur_us: np.ndarray) -> np.ndar
     return bad
 
 
-@pytest.mark.parametrize("case", ["plain", "absurd", "ties", "one-instant", "broken"])
+@pytest.mark.parametrize("case", ["plain", "absurd", "ties", "ties-at-cut", "one-instant",
+                                  "broken", "absurd-among-the-short"])
 def test_impossible_durations_fast_path_equals_the_rule(case):
     # 6,000 rows: above the size where only the shortest 1/64 are sorted exactly.
     rng = np.random.default_rng(7)
@@ -269,6 +270,16 @@ def test_impossible_durations_fast_path_equals_the_rule(case):
         dur[[10, 4000]] = 5e10  # > 10,000 × the ~1e6 µs run; equal: judged without each other
     elif case == "ties":
         dur[: n // 2] = dur[0]
+    elif case == "ties-at-cut":  # 300 more rows equal to the value the short rows end at
+        dur[rng.choice(n, 300, replace=False)] = np.partition(dur, n // 64)[n // 64]
+    elif case == "absurd-among-the-short":
+        # Hand-worked: rows 0-10 start together; row 10 (2 µs) is 20,000× the 1e-4 µs span
+        # of the ten rows shorter than it, so it alone is absurd. The cut (the 94th shortest)
+        # is 5 µs and rows 0-10 span 2 µs, so no row of 100 µs can be: the short rows alone
+        # are judged.
+        start[:11] = start[0]
+        dur[:] = 100.0
+        dur[:10], dur[10], dur[11:96] = 1e-4, 2.0, 5.0
     elif case == "one-instant":
         start[:] = start[0]  # the shortest rows span nothing: every row falls back
         dur[:200] = 0.0
@@ -280,16 +291,23 @@ def test_impossible_durations_fast_path_equals_the_rule(case):
     assert (impossible_durations(start, dur) == expected).all()
     if case == "absurd":
         assert set(np.flatnonzero(expected)) == {10, 4000}
+    if case == "absurd-among-the-short":
+        assert set(np.flatnonzero(expected)) == {10}
 
 
-def test_merged_intervals_sorts_only_when_it_must():
+def test_merged_intervals_sorts_only_when_it_must(monkeypatch):
     from cann_diff.read.timeline import merged_intervals
+
+    sorts = []
+    lexsort = np.lexsort
+    monkeypatch.setattr(np, "lexsort", lambda keys: sorts.append(1) or lexsort(keys))
 
     # Hand-worked: group 0 holds [0,10) [5,20) [30,40); group 1 [1,2) [2,3) (touching).
     start = np.array([0, 5, 30, 1, 2], dtype=np.int64)
     end = np.array([10, 20, 40, 2, 3], dtype=np.int64)
     group = np.array([0, 0, 0, 1, 1], dtype=np.int64)
     expected = ([0, 0, 1], [0, 30, 1], [20, 40, 3])  # touching intervals merge
-    for order in (np.arange(5), np.array([4, 2, 0, 3, 1])):  # in order, and shuffled
+    for order, sorted_ in ((np.arange(5), 0), (np.array([4, 2, 0, 3, 1]), 1)):
         got = merged_intervals(start[order], end[order], group[order])
         assert [list(a) for a in got] == [list(e) for e in expected]
+        assert len(sorts) == sorted_  # in order: no sort; shuffled: one

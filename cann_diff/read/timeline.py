@@ -16,7 +16,10 @@ COMM_CATEGORIES = ("communication",)
 
 def merged_intervals(start_ns: np.ndarray, end_ns: np.ndarray,
                      group: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Union of intervals per group: disjoint, sorted ``group``, ``start``, ``end`` (ns)."""
+    """Union of intervals per group: disjoint, sorted ``group``, ``start``, ``end`` (ns).
+
+    Every ``end`` is at least its ``start`` (durations are never negative once read).
+    """
     if len(start_ns) == 0:
         return group[:0], start_ns[:0], end_ns[:0]
     s, e, g = start_ns, end_ns, group
