@@ -119,6 +119,23 @@ def test_labels_name_base_and_every_candidate(tmp_path, three):
     assert (tmp_path / "o" / "7.0.1.3_vs_8.0.RC2" / "report.md").is_file()
 
 
+def test_a_run_against_itself_is_told_apart_by_its_side(tmp_path, three):
+    # Same path, same CANN version: only the side can tell them apart; with one candidate
+    # it is "new", as everywhere else in the report, and numbered only among several.
+    _, out = three
+    base = str(out.parent / "cann7")
+    result = CliRunner().invoke(main, [base, base, "-o", str(tmp_path / "one"), "-q",
+                                       "--no-charts", "--no-html"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "one" / "report.json").read_text())
+    assert (report["base"]["label"], report["new"]["label"]) == ("base:cann7", "new:cann7")
+    result = CliRunner().invoke(main, [base, base, base, "-o", str(tmp_path / "two"), "-q",
+                                       "--no-charts", "--no-html"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "two" / "report.json").read_text())
+    assert [c["label"] for c in summary["candidates"]] == ["new1:cann7", "new2:cann7"]
+
+
 @pytest.mark.parametrize("args, message", [
     (["--labels", "a,b"], "needs 3 non-empty names"),
     (["--labels", "a,a,b"], "must differ"),
