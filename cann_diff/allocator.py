@@ -41,7 +41,7 @@ def tune() -> None:
 
         libc = ctypes.CDLL("libc.so.6")
         mallopt = libc.mallopt
-    except (OSError, AttributeError):
+    except (ImportError, OSError, AttributeError):  # no ctypes, or not glibc
         return
     for parameter, name in ((_M_MMAP_THRESHOLD, "MALLOC_MMAP_THRESHOLD_"),
                             (_M_TRIM_THRESHOLD, "MALLOC_TRIM_THRESHOLD_")):
