@@ -282,8 +282,8 @@ def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
                in enumerate(zip(labels[1:], new_paths), 1)]]
     runs = read_sides(items, options, progress, rank_progress)
     if not any(labels):
-        news = (["new"] if len(new_paths) == 1
-                else [f"new{i}" for i in range(1, len(new_paths) + 1)])
-        runs = distinct_labels(runs, [base_path, *new_paths], ["base", *news])
+        candidates = (["new"] if len(new_paths) == 1
+                      else [f"new{i}" for i in range(1, len(new_paths) + 1)])
+        runs = distinct_labels(runs, [base_path, *new_paths], ["base", *candidates])
     base, news = runs[0], runs[1:]
     return [compare_runs(base, new, options, progress, invocation) for new in news]
