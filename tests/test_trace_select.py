@@ -240,3 +240,16 @@ def test_arrays_without_links_give_none(tmp_path, text):
     path = tmp_path / "trace_view.json"
     path.write_text(text)
     assert fast(path) is None and reference(path) is None
+
+
+def test_the_collector_runs_again_after_the_pass(tricky, tmp_path):
+    import gc
+
+    assert gc.isenabled()
+    select_events(tricky, HOST_SIDE, lambda events: None)
+    assert gc.isenabled()
+    broken = tmp_path / "object.json"
+    broken.write_text('{"traceEvents": []}')
+    with pytest.raises(NotVouched):
+        select_events(broken, HOST_SIDE, lambda events: None)
+    assert gc.isenabled()  # also when the pass gives up

@@ -20,7 +20,6 @@ the whole file is checked, the syntax only inside the events parsed.
 
 from __future__ import annotations
 
-import gc
 import json
 import zlib
 from collections.abc import Callable, Iterable
@@ -128,19 +127,16 @@ def select_events(path: Path, wanted: Iterable[str], consume: Callable[[list], N
     parse reports them in its words.
     """
     values = [np.frombuffer(v.encode(), np.uint8) for v in sorted(set(wanted))]
-    paused = gc.isenabled()
-    gc.disable()  # the parsed events are freed by their counts; the collector would walk
-    try:          # them again and again (it doubled what keeping them costs)
-        with _open(path) as handle:
+    # The parsed events are freed by their counts; the collector would walk them again and
+    # again (it doubled what keeping them costs).
+    try:
+        with fast_json.collector_paused(), _open(path) as handle:
             block = _first_chunk(handle, path)
             if block[:1] != b"[":
                 raise NotVouched("not an array of events")
             _stream(handle, block, _Spans(path), values, consume)
     except (OSError, EOFError, zlib.error) as exc:
         raise NotVouched(f"cannot read: {exc}") from None
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _stream(handle, block: bytes, spans: _Spans, values: list[np.ndarray],
