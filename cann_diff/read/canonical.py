@@ -206,15 +206,25 @@ def canonical_names(
 def _canonical_rows(keys: list[tuple[str, str, str]], fusion_map: Path | None,
                     alias_map: Path | None) -> list[tuple]:
     """The canonical columns of each (name, type, core) text triple, through the memo."""
-    known = _KNOWN_NAMES.setdefault((fusion_map, alias_map), {})
+    def derive(unseen: list) -> list[tuple]:
+        names, types, cores = (pd.Series(list(part), dtype=str) for part in zip(*unseen))
+        derived = _derive_names(names, types, cores, fusion_map, alias_map)
+        return list(zip(*(derived[c].tolist() for c in DERIVED_COLUMNS)))
+
+    return _through_memo(_KNOWN_NAMES.setdefault((fusion_map, alias_map), {}), keys, derive)
+
+
+def _through_memo(known: dict, keys: list, derive: Callable[[list], list]) -> list:
+    """``derive``'s value for each key, asking it only for the keys ``known`` lacks.
+
+    ``known`` is emptied first when it would grow past ``KNOWN_NAMES_LIMIT``.
+    """
     unseen = list(dict.fromkeys(key for key in keys if key not in known))
     if len(known) + len(unseen) > KNOWN_NAMES_LIMIT:
         known.clear()
         unseen = list(dict.fromkeys(keys))
     if unseen:
-        names, types, cores = (pd.Series(list(part), dtype=str) for part in zip(*unseen))
-        derived = _derive_names(names, types, cores, fusion_map, alias_map)
-        known.update(zip(unseen, zip(*(derived[c].tolist() for c in DERIVED_COLUMNS))))
+        known.update(zip(unseen, derive(unseen)))
     return [known[key] for key in keys]
 
 
@@ -375,7 +385,7 @@ def _distinct_rows(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFram
     return pd.DataFrame({c: distinct[c] for c in columns}), inverse.astype(np.int64)
 
 
-def expand(values: pd.Series, inverse: np.ndarray) -> pd.Categorical:
+def expand(values: pd.Series | np.ndarray, inverse: np.ndarray) -> pd.Categorical:
     """Spread per-distinct values back to rows as a categorical, without object arrays."""
     codes, uniques = pd.factorize(values)
     return pd.Categorical.from_codes(codes[inverse], categories=pd.Index(uniques).astype(str))
@@ -390,12 +400,6 @@ def _fold_comm_digits(labels: pd.Series) -> pd.Series:
 def _labels_of(cat: pd.Series) -> list[str]:
     """A categorical's category names as text, then ``""`` for code -1 (missing)."""
     return [*cat.cat.categories.astype(str).tolist(), ""]
-
-
-def _expand_list(values: list, inverse: np.ndarray) -> pd.Categorical:
-    """``expand`` for per-distinct values held in a list."""
-    codes, uniques = pd.factorize(np.array(values, dtype=object))
-    return pd.Categorical.from_codes(codes[inverse], categories=pd.Index(uniques).astype(str))
 
 
 def canonicalize(frame: pd.DataFrame, fusion_map: Path | None = None,
@@ -435,7 +439,8 @@ def canonicalize(frame: pd.DataFrame, fusion_map: Path | None = None,
             unique = unique // width
         rows = _canonical_rows(list(zip(*reversed(keys))), fusion_map, alias_map)
         for position, column in enumerate(DERIVED_COLUMNS):
-            out[column] = _expand_list([row[position] for row in rows], inverse)
+            out[column] = expand(np.array([row[position] for row in rows], dtype=object),
+                                 inverse)
     out["op_name"] = names
     return out
 
@@ -446,14 +451,8 @@ _NORMALIZED: dict[Callable, dict[str, str]] = {}
 
 def _memoized(func: Callable[[pd.Series], pd.Series], texts: list[str]) -> list[str]:
     """``func(pd.Series(texts))`` as a list, each text through ``func`` once per process."""
-    known = _NORMALIZED.setdefault(func, {})
-    unseen = list(dict.fromkeys(t for t in texts if t not in known))
-    if len(known) + len(unseen) > KNOWN_NAMES_LIMIT:
-        known.clear()
-        unseen = list(dict.fromkeys(texts))
-    if unseen:
-        known.update(zip(unseen, func(pd.Series(unseen, dtype=str)).tolist()))
-    return [known[t] for t in texts]
+    return _through_memo(_NORMALIZED.setdefault(func, {}), texts,
+                         lambda unseen: func(pd.Series(unseen, dtype=str)).tolist())
 
 
 def normalize_distinct(values: pd.Series, func: Callable[[pd.Series], pd.Series]
@@ -469,8 +468,7 @@ def normalize_distinct(values: pd.Series, func: Callable[[pd.Series], pd.Series]
     inverse, first_seen = pd.factorize(codes)
     labels = cats.cat.categories.astype(str).tolist() + [""]  # code -1 (missing) picks ""
     normalized = _memoized(func, [labels[code] for code in first_seen.tolist()])
-    new_codes, uniques = pd.factorize(pd.Series(normalized, dtype=object))
-    return pd.Categorical.from_codes(new_codes[inverse], categories=pd.Index(uniques).astype(str))
+    return expand(np.array(normalized, dtype=object), inverse)
 
 
 # Host↔device copy directions as op names and db enums spell them.
