@@ -487,10 +487,10 @@ def load_run(path: str | Path, label: str | None = None, *,
     with 32 ranks or more by ``jobs`` worker processes (a script calling this with
     ``jobs`` ≥ 2 guards its entry point with ``if __name__ == "__main__":``, as
     multiprocessing asks), and ``progress(done, total)`` is called as they come in; with
-    ``scheduler`` (a Dask
-    scheduler address) ranks are read on that cluster instead (``settings.dask_timeout_s``
-    to reach it). Each rank is read once and reduced where it is read: kernels, steps,
-    communication and memory (``Run.memory``) come from the same ranks under the same ids.
+    ``scheduler`` (a Dask scheduler address) ranks are read on that cluster instead
+    (``settings.dask_timeout_s`` to reach it). Each rank is read once and reduced where
+    it is read: kernels, steps, communication and memory (``Run.memory``) come from the
+    same ranks under the same ids.
     ``keep_rows=False`` keeps only the summaries, which is what a cluster of many ranks
     needs. ``steps`` keeps only those steps, memory samples included, before anything is
     summarized (see ``select_steps``). Raises InputError/SchemaError on unusable input;
