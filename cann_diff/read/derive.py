@@ -130,7 +130,7 @@ def concat_ranks(frames, ranks, column: str = "rank") -> pd.DataFrame:
 
 
 def _union(frames: list[pd.DataFrame], column: str) -> pd.Categorical:
-    """``union_categoricals`` of one categorical column of every frame (object categories).
+    """``union_categoricals`` of one categorical column of every frame.
 
     The categories are the first-seen union, as union_categoricals(ignore_order=True)
     gives them; every frame's codes are mapped at once (one factorize of all the frames'
@@ -148,10 +148,13 @@ def _union(frames: list[pd.DataFrame], column: str) -> pd.Categorical:
     codes = np.concatenate([a.codes.astype(np.int64) for a in arrays])
     recoded = np.where(codes >= 0, mapping[np.maximum(codes + offsets, 0)]
                        if len(mapping) else -1, -1)
-    # The categories' dtype as union_categoricals leaves it: the first frame's when every
-    # frame has the same, else the first-seen union (what Index.append infers of them).
-    joined = categories[0].astype(object) if (sizes == len(union)).all() else \
-        pd.Index(union)
+    # The categories as union_categoricals leaves them: the first frame's when every frame
+    # has the same, else the first-seen union, of the frames' dtype when they share one.
+    # So a stack of ranks that share their categories and the same ranks stacked from
+    # ranks that do not come out alike.
+    dtypes = {c.dtype for c in categories}
+    joined = categories[0] if (sizes == len(union)).all() else \
+        pd.Index(union, dtype=categories[0].dtype if len(dtypes) == 1 else None)
     return pd.Categorical.from_codes(recoded, dtype=pd.CategoricalDtype(joined))
 
 
