@@ -298,3 +298,26 @@ def test_a_group_is_filed_where_most_of_its_kernels_ran():
                          "category": ["aicpu", "compute"], "count": [1, 10]})
     keys = match(rows, rows).keys
     assert keys["category"].tolist() == ["compute"]
+
+
+def test_communication_sums_add_each_groups_values_in_row_order():
+    """A group's sums are its own values added in row order, whatever stands beside it.
+
+    pandas' grouped sum gave a group of a stack other last bits than the same group alone;
+    the sums here are checked against Python's left-to-right ``sum`` of each group.
+    """
+    rng = np.random.default_rng(7)
+    n = 400
+    frame = pd.DataFrame({
+        "rank": rng.integers(0, 20, n), "step": pd.array(rng.integers(1, 4, n), dtype="Int64"),
+        "op_name": "hcom_allReduce__1_1_1", "comm_type": "AllReduce",
+        "group": rng.choice(["g1", "g2"], n),
+        "wait_us": rng.integers(1, 10**6, n) / 1000, "transit_us": rng.random(n) * 1e3})
+    summary = reduce.summarize_comm(frame)
+    for row in summary.itertuples():
+        mine = frame[(frame["rank"] == row.rank) & (frame["step"] == row.step)
+                     & (frame["group"] == row.group)]
+        assert row.ops == len(mine)
+        assert row.wait_us == sum(mine["wait_us"].tolist())
+        assert row.transit_us == sum(mine["transit_us"].tolist())
+    assert summary["ops"].sum() == n

@@ -51,7 +51,7 @@ def empty_summary() -> RunSummary:
     return RunSummary(_empty_ops(), _empty_samples(), _empty_comm())
 
 
-def _sort_codes(column: pd.Series) -> tuple[np.ndarray, int]:
+def sort_codes(column: pd.Series) -> tuple[np.ndarray, int]:
     """Codes in the order ``groupby(sort=True, dropna=False)`` sorts ``column``, and their count.
 
     A missing value gets the last code, where the groupby puts it.
@@ -75,7 +75,7 @@ def group_ids(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     combined = np.zeros(len(frame), dtype=np.int64)
     size = 1
     for column in columns:
-        codes, width = _sort_codes(frame[column])
+        codes, width = sort_codes(frame[column])
         size *= width
         if size >= 2**62:
             return frame.groupby(columns, observed=True, sort=True, dropna=False
@@ -188,6 +188,13 @@ def summarize_ops(ops: pd.DataFrame, max_samples: int | None = None
     return table, samples, fraction if sampled else 1.0
 
 
+def _group_sum(row: np.ndarray, values: pd.Series) -> np.ndarray:
+    """Per group id, its values added in row order; whole numbers stay whole."""
+    weights = np.nan_to_num(values.to_numpy(np.float64, na_value=np.nan), nan=0.0)
+    summed = np.bincount(row, weights=weights)
+    return summed if values.dtype.kind == "f" else np.rint(summed).astype(np.int64)
+
+
 def summarize_comm(comm: pd.DataFrame | None) -> pd.DataFrame:
     """Per-op communication rows → sums per (rank, step, comm_type, group) and op count.
 
@@ -202,13 +209,14 @@ def summarize_comm(comm: pd.DataFrame | None) -> pd.DataFrame:
     row = group_ids(comm, keys)  # text keys sort alike as str or object
     first = np.empty(int(row.max()) + 1, dtype=np.int64)
     first[row[::-1]] = np.arange(len(row) - 1, -1, -1)
-    # The same sums as a groupby by the four key columns (pandas' compensated sum, in row
-    # order), grouped by the one id column instead.
-    sums = comm[numeric].groupby(row, sort=True).sum()
+    # Each group's values added in row order (a missing value counts 0, as in a groupby
+    # sum), as the kernel sums are: pandas' grouped sum gave a group other last bits when
+    # other groups stood beside it, so a rank reduced in a stack and alone differed.
+    sums = {column: _group_sum(row, comm[column]) for column in numeric}
     table = {"rank": comm["rank"].to_numpy()[first], "step": comm["step"].array.take(first)}
     for column in ("comm_type", "group"):  # text keys come back as an index infers them
         table[column] = pd.Index(comm[column].to_numpy(dtype=object)[first])
-    table.update({column: sums[column].to_numpy() for column in numeric})
+    table.update(sums)
     table["ops"] = np.bincount(row).astype(np.int64)
     return pd.DataFrame(table)
 
