@@ -19,6 +19,7 @@ import cann_diff.read as read
 from cann_diff.errors import SchemaError
 from cann_diff.read.csv_files import read_step_trace
 from cann_diff.read.derive import concat_frames, concat_ranks
+from cann_diff.read.rank_reduce import step_spans
 from cann_diff.read.reduce import combine
 from cann_diff.schema import OP_COLUMNS, conform_ops
 
@@ -150,12 +151,12 @@ def test_step_spans_by_hand():
     ops = pd.DataFrame({"step": pd.array([2, 1, 2, None, 1], dtype="Int64"),
                         "start_ns": np.array([1_000, 5_000, 1_500, 0, 4_000], dtype=np.int64),
                         "dur_us": [2.0, 0.5, 0.25, 99.0, 0.1]})
-    spans = read._step_spans(ops)
+    spans = step_spans(ops)
     assert list(spans["step"]) == [1, 2]
     assert spans["step"].dtype == np.int64
     assert list(spans["start_us"]) == [4.0, 1.0]
     assert list(spans["end_us"]) == [5.5, 3.0]
-    none = read._step_spans(ops.assign(step=pd.array([None] * 5, dtype="Int64")))
+    none = step_spans(ops.assign(step=pd.array([None] * 5, dtype="Int64")))
     assert none.empty and list(none.columns) == ["step", "start_us", "end_us"]
 
 

@@ -11,6 +11,7 @@ worker (a thread or a Dask worker), kernels and memory alike, and reduced there.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -22,19 +23,18 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..schema import OP_COLUMNS, STEP_COLUMNS, Run, RunMeta, conform_ops, empty_comm, validate
+from ..schema import STEP_COLUMNS, Run, RunMeta, conform_ops, empty_comm
 from ..settings import DEFAULT_SETTINGS, Settings
 from . import cluster_output, kernelless, msprof_dirs, sqlite_db, torch_text, trace_json
 from .base import RankData
-from .canonical import canonicalize, normalize_distinct, normalize_dtypes, normalize_shapes
 from .derive import concat_frames, concat_ranks
 from .files import is_directory, list_dir, present
-from .framework import combine_framework, reduce_framework
+from .framework import combine_framework
 from .memory import MemoryData, memory_data, read_rank_memory, select_memory, step_intervals
 from .provenance import rank_facts, read_provenance
-from .reduce import combine, samples_per_rank, select, summarize
-from .timeline import step_breakdown_from_kernels
-from .workers import RANK_PROCESS_MIN, read_in_processes
+from .rank_reduce import RankPlan, StepRanges, in_ranges, reduce_ranks
+from .reduce import combine, samples_per_rank, select
+from .workers import RANK_PROCESS_MIN, TASKS_PER_WORKER, read_in_processes
 
 
 @dataclass(frozen=True)
@@ -150,124 +150,49 @@ def _assign_ranks(datas: list[RankData]) -> tuple[list[RankData], list[str]]:
     return [by_rank[r] for r in sorted(by_rank)], warnings
 
 
-def _normalize_ops(ops: pd.DataFrame, fusion_map: Path | None,
-                   alias_map: Path | None) -> pd.DataFrame:
-    ops["rank"] = 0  # the real id is known once every rank is read (_assign_ranks)
-    ops["input_shapes"] = normalize_distinct(ops["input_shapes"], normalize_shapes)
-    ops["input_dtypes"] = normalize_distinct(ops["input_dtypes"], normalize_dtypes)
-    return conform_ops(canonicalize(ops, fusion_map, alias_map))
-
-
-StepRanges = list[tuple[int | None, int | None]]
-
-
-def _in_ranges(steps: pd.Series, ranges: StepRanges) -> np.ndarray:
-    values = steps.astype("float64").to_numpy()
-    keep = np.zeros(len(values), dtype=bool)
-    for low, high in ranges:
-        keep |= (values >= (low if low is not None else -np.inf)) & \
-                (values <= (high if high is not None else np.inf))
-    return keep
-
-
-def _drop_rows_outside_steps(data: RankData) -> None:
-    outside = data.ops["step"].isna()
-    if outside.any() and not outside.all():
-        data.outside_steps = int(outside.sum())
-        data.ops = data.ops[~outside.to_numpy()].reset_index(drop=True)
-
-
-def _keep_steps(data: RankData, ranges: StepRanges) -> None:
-    """Keep the rows of the chosen steps; a rank without step ids is kept whole."""
-    frames = [f for f in (data.ops, data.steps) if f is not None and len(f)]
-    data.step_ids = tuple(sorted({int(s) for f in frames for s in f["step"].dropna().unique()}))
-    if not data.step_ids:
-        return
-    data.ops = data.ops[_in_ranges(data.ops["step"], ranges)].reset_index(drop=True)
-    if data.steps is not None:
-        data.steps = data.steps[_in_ranges(data.steps["step"], ranges)].reset_index(drop=True)
-    if data.comm is not None and len(data.comm):
-        data.comm = data.comm[_in_ranges(data.comm["step"], ranges)].reset_index(drop=True)
-
-
-def _step_spans(ops: pd.DataFrame) -> pd.DataFrame:
-    """Each step's span by its kernels: ``step``, ``start_us`` (first start), ``end_us``.
-
-    Grouped in numpy (sorted step ids, then ``reduceat``): on one rank's few hundred rows a
-    pandas groupby-agg cost a millisecond and a half.
-    """
-    stepped = ops["step"].notna().to_numpy()
-    steps = ops["step"].to_numpy(np.int64, na_value=0)[stepped]
-    start = ops["start_ns"].to_numpy(np.int64)[stepped]
-    end = start + np.rint(ops["dur_us"].to_numpy()[stepped] * 1000).astype(np.int64)
-    if not len(steps):
-        return pd.DataFrame({"step": steps, "start_us": np.zeros(0), "end_us": np.zeros(0)})
-    order = np.argsort(steps, kind="stable")
-    ordered = steps[order]
-    first = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])  # each step's first row
-    return pd.DataFrame({"step": ordered[first],
-                         "start_us": np.minimum.reduceat(start[order], first) / 1000.0,
-                         "end_us": np.maximum.reduceat(end[order], first) / 1000.0})
-
-
-@dataclass(frozen=True)
-class RankPlan:
-    """What every rank's worker is told besides its source (picklable, for Dask).
-
-    ``max_samples`` bounds the durations a rank keeps (``samples_per_rank``); ``keep_rows``
-    keeps the canonical rows and raw memory samples beside the summaries; ``steps`` selects
-    kernels, steps, communication and memory samples alike.
-    """
-
-    fusion_map: Path | None = None
-    alias_map: Path | None = None
-    max_samples: int | None = None
-    keep_rows: bool = True
-    steps: StepRanges | None = None
-
-
-def _reduce_kernels(data: RankData, plan: RankPlan) -> None:
-    """Canonical rows of the chosen steps, then a RunSummary (rows dropped unless kept)."""
-    data.has_kernels = len(data.ops) > 0
-    if data.has_kernels:
-        data.ops = _normalize_ops(data.ops, plan.fusion_map, plan.alias_map)
-        validate(data.ops)
-        _drop_rows_outside_steps(data)
-        data.step_spans = _step_spans(data.ops)
-    else:  # a cluster summary or a kernel-less rank: nothing to derive
-        data.ops = pd.DataFrame({c: pd.Series(dtype=t) for c, t in OP_COLUMNS.items()})
-    if plan.steps:
-        _keep_steps(data, plan.steps)
-    if data.steps is None and len(data.ops):
-        data.kernel_steps = step_breakdown_from_kernels(data.ops)
-    reduce_framework(data)
-    data.summary = summarize(data.ops, data.comm, plan.max_samples)
-    data.has_comm = data.comm is not None
-    if not plan.keep_rows:
-        data.ops = data.comm = None
-
-
 def _memory_intervals(data: RankData, steps: StepRanges | None) -> np.ndarray | None:
     """The µs intervals of the chosen steps on this rank; None keeps all of its memory."""
     if not steps or data.step_spans is None or data.step_spans.empty:
         return None
-    return step_intervals(data.step_spans, _in_ranges(data.step_spans["step"], steps))
+    return step_intervals(data.step_spans, in_ranges(data.step_spans["step"], steps))
 
 
 def read_and_reduce(plan: RankPlan, source: RankSource) -> RankData | list[RankData]:
-    """One rank's read-and-reduce, run in a thread or on a Dask worker.
+    """One rank's read-and-reduce: ``read_and_reduce_many`` of that one source."""
+    return read_and_reduce_many(plan, [source])[0]
 
-    The raw table (text, PMU columns unread) becomes canonical rows of the chosen steps,
-    then a RunSummary; the rank's memory files are read and reduced to a MemorySummary in
-    the same call, their timed samples limited to the chosen steps' spans (see
-    ``read/memory.py``). Only the summaries leave the worker unless ``plan.keep_rows``.
-    A cluster summary (several ranks in one source) holds no memory.
+
+def read_and_reduce_many(plan: RankPlan, sources: list[RankSource],
+                         progress: Callable[[int, int], None] | None = None
+                         ) -> list[RankData | list[RankData]]:
+    """The read-and-reduce of several sources in one worker (a process, a Dask worker).
+
+    Each raw table (text, PMU columns unread) becomes canonical rows of the chosen
+    steps, then a RunSummary (``rank_reduce``: a large rank as soon as it is read, small
+    ones stacked); each rank's memory files are read and reduced to a MemorySummary,
+    their timed samples limited to the chosen steps' spans (see ``read/memory.py``).
+    Only the summaries leave the worker unless ``plan.keep_rows``. A cluster summary
+    (several ranks in one source) holds no memory. ``progress(done, total)`` follows
+    the sources as they are read.
     """
-    result = source.format.read_rank(source.path)
-    for data in result if isinstance(result, list) else [result]:
-        _reduce_kernels(data, plan)
-    if isinstance(result, list):
-        return result
+    results: list[RankData | list[RankData]] = []
+
+    def read():
+        for number, source in enumerate(sources, 1):
+            result = source.format.read_rank(source.path)
+            results.append(result)
+            yield from result if isinstance(result, list) else [result]
+            if progress is not None:
+                progress(number, len(sources))
+
+    reduce_ranks(read(), plan)
+    for source, result in zip(sources, results):
+        if not isinstance(result, list):
+            _read_memory_and_facts(plan, source, result)
+    return results
+
+
+def _read_memory_and_facts(plan: RankPlan, source: RankSource, result: RankData) -> None:
     result.facts = rank_facts(source.path, source.format.name, result.info)
     result.info.pop("profiler_info", None)  # parsed once; only its facts travel on
     intervals = _memory_intervals(result, plan.steps)
@@ -281,7 +206,6 @@ def read_and_reduce(plan: RankPlan, source: RankSource) -> RankData | list[RankD
         # missing memory file would only repeat that it holds no memory.
         result.memory.notes = []
         result.nothing = result.steps is None and not result.has_comm
-    return result
 
 
 def _steps_of(data: RankData) -> pd.DataFrame | None:
@@ -326,7 +250,7 @@ def select_steps(run: Run, ranges: StepRanges | None) -> Run:
     summary = run.summary
     if not ranges or summary.ops["step"].isna().all():
         return run
-    keep = _in_ranges(summary.ops["step"], ranges)
+    keep = in_ranges(summary.ops["step"], ranges)
     if not keep.any():
         available = sorted(int(s) for s in summary.ops["step"].dropna().unique())
         raise InputError(run.meta.path, f"--steps selects no step of this profile "
@@ -335,12 +259,12 @@ def select_steps(run: Run, ranges: StepRanges | None) -> Run:
     def chosen(frame: pd.DataFrame | None) -> pd.DataFrame | None:
         if frame is None or frame.empty:
             return frame
-        return frame[_in_ranges(frame["step"], ranges)].reset_index(drop=True)
+        return frame[in_ranges(frame["step"], ranges)].reset_index(drop=True)
 
-    summary = select(summary, keep, _in_ranges(summary.comm["step"], ranges))
+    summary = select(summary, keep, in_ranges(summary.comm["step"], ranges))
     memory = run.memory
     if memory is not None and len(memory.step_spans):
-        memory = select_memory(memory, _in_ranges(memory.step_spans["step"], ranges))
+        memory = select_memory(memory, in_ranges(memory.step_spans["step"], ranges))
     return replace(run, ops=chosen(run.ops), steps=chosen(run.steps), comm=chosen(run.comm),
                    summary=summary, memory=memory, framework=chosen(run.framework))
 
@@ -357,8 +281,8 @@ def _unread_children(path: Path, sources: list[RankSource]) -> list[str]:
                  (child / torch_text.OUTPUT_DIR).is_dir())]
 
 
-def _read_on_dask(reader, sources: list, scheduler: str, progress, timeout_s: float) -> list:
-    """Read ranks on an existing Dask cluster (optional extra ``cann-diff[dask]``)."""
+def _read_on_dask(reader, chunks: list, scheduler: str, progress, timeout_s: float) -> list:
+    """Read chunks of ranks on an existing Dask cluster (optional extra ``cann-diff[dask]``)."""
     try:
         from distributed import Client
     except ImportError:
@@ -368,47 +292,64 @@ def _read_on_dask(reader, sources: list, scheduler: str, progress, timeout_s: fl
     except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(None, f"cannot reach Dask scheduler {scheduler}: {exc}") from None
     try:
-        futures = client.map(reader, sources, pure=False)
+        futures = client.map(reader, chunks, pure=False)
         results = []
         for number, future in enumerate(futures, 1):
             results.append(future.result())
-            progress(number, len(sources))
+            progress(number, len(chunks))
         return results
     finally:
         client.close()
 
 
-def read_all(reader: Callable[[RankSource], RankData | list[RankData]],
-             sources: list[RankSource], jobs: int, progress: Callable[[int, int], None],
-             scheduler: str | None = None,
+Reader = Callable[..., list[RankData | list[RankData]]]
+
+
+def _chunked(sources: list[RankSource], workers: int) -> list[list[RankSource]]:
+    """Sources in ``TASKS_PER_WORKER`` chunks per worker (a chunk's small ranks stack).
+
+    Enough chunks that the workers finish together and progress moves.
+    """
+    size = max(1, math.ceil(len(sources) / (workers * TASKS_PER_WORKER)))
+    return [sources[i:i + size] for i in range(0, len(sources), size)]
+
+
+def read_all(reader: Reader, sources: list[RankSource], jobs: int,
+             progress: Callable[[int, int], None], scheduler: str | None = None,
              timeout_s: float = DEFAULT_SETTINGS.dask_timeout_s) -> list[RankData]:
     """Read every source: in order, on ``jobs`` worker processes, or in threads.
 
+    ``reader(sources[, progress])`` reads a list of sources (``read_and_reduce_many``).
     With ``jobs`` ≥ 2 and at least ``workers.RANK_PROCESS_MIN`` sources the ranks are read
-    in worker processes (reading a rank is mostly Python work under the interpreter lock);
-    with fewer, in threads, where a process pool would cost more than it saves. With
-    ``scheduler`` the sources are read on that Dask cluster instead, waiting up to
-    ``timeout_s`` seconds for it. A source may hold several ranks (a
-    cluster_analysis_output directory). Every path gives the same ranks in the same order.
+    in worker processes, a chunk of ranks per task (reading a rank is mostly Python work
+    under the interpreter lock); with fewer, a rank per thread, where a process pool would
+    cost more than it saves. With ``scheduler`` the chunks are read on that Dask cluster
+    instead, waiting up to ``timeout_s`` seconds for it. A source may hold several ranks
+    (a cluster_analysis_output directory). Every path gives the same ranks in the same
+    order.
     """
     def flat(results: list[RankData | list[RankData]]) -> list[RankData]:
         return [d for r in results for d in (r if isinstance(r, list) else [r])]
 
+    def by_chunk(chunks: list[list[RankSource]]) -> Callable[[int, int], None]:
+        done = np.cumsum([0] + [len(c) for c in chunks])
+        return lambda number, _: progress(int(done[number]), len(sources))
+
     if scheduler:
-        return flat(_read_on_dask(reader, sources, scheduler, progress, timeout_s))
+        chunks = _chunked(sources, max(jobs, 1))
+        return flat([r for rs in _read_on_dask(reader, chunks, scheduler, by_chunk(chunks),
+                                               timeout_s) for r in rs])
     if jobs >= 2 and len(sources) >= RANK_PROCESS_MIN:
-        return flat(read_in_processes(reader, sources, jobs, progress))
+        chunks = _chunked(sources, jobs)
+        return flat([r for rs in read_in_processes(reader, chunks, jobs, by_chunk(chunks))
+                     for r in rs])
     if jobs <= 1 or len(sources) == 1:
-        results = []
-        for number, source in enumerate(sources, 1):
-            results.append(reader(source))
-            progress(number, len(sources))
-        return flat(results)
+        return flat(reader(sources, progress))
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(reader, source) for source in sources]
+        futures = [pool.submit(reader, [source]) for source in sources]
         results = []
         for number, future in enumerate(futures, 1):
-            results.append(future.result())
+            results += future.result()
             progress(number, len(sources))
         return flat(results)
 
@@ -469,7 +410,7 @@ def _read_ranks(path: Path, settings: Settings, plan: RankPlan, jobs: int,
     fmt, sources = find_rank_sources(path)
     with_kernels = sum(s.format.name != KERNEL_LESS.name for s in sources)
     plan = replace(plan, max_samples=samples_per_rank(with_kernels))
-    reader = partial(read_and_reduce, plan)
+    reader = partial(read_and_reduce_many, plan)
     datas = read_all(reader, sources, jobs, progress, scheduler, settings.dask_timeout_s)
     datas, skipped = _drop_empty(datas)
     datas, warnings = _assign_ranks(datas)

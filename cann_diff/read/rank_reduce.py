@@ -1,0 +1,343 @@
+"""Reduce where ranks are read: raw rows → canonical rows of the chosen steps → RunSummary.
+
+A large rank is reduced on its own. Small ranks — a cluster of thousands, each a few
+hundred kernels — are stacked and reduced in one pass (``reduce_ranks``): canonical
+names, validation, step spans and summaries are computed once over the stack with the
+rank's position as the rank key, then cut back into one summary per rank. On a rank of
+164 kernels, pandas' per-call overhead was most of a reduce that cost ~13 ms; stacked,
+the per-rank part is the cut. Every rank ends with what reducing it alone gives; only the
+order of its summary rows may differ (they are keyed, and every total sums its kernels in
+the same order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import CannDiffError
+from ..schema import OP_COLUMNS, RunSummary, conform_ops, validate
+from .base import RankData
+from .canonical import canonicalize, normalize_distinct, normalize_dtypes, normalize_shapes
+from .derive import concat_frames, concat_ranks
+from .framework import host_links_of, reduce_framework
+from .reduce import empty_summary, sort_codes, summarize
+from .timeline import step_breakdown_from_kernels
+
+StepRanges = list[tuple[int | None, int | None]]
+
+# A rank of at most this many kernels is stacked with others: above it the per-call
+# overhead no longer counts, and stacking would only hold more rows at once.
+STACK_RANK_ROWS = 20_000
+# Rows stacked per pass, bounding what one pass holds.
+STACK_ROWS = 1_000_000
+
+
+@dataclass(frozen=True)
+class RankPlan:
+    """What every rank's worker is told besides its source (picklable, for Dask).
+
+    ``max_samples`` bounds the durations a rank keeps (``samples_per_rank``); ``keep_rows``
+    keeps the canonical rows and raw memory samples beside the summaries; ``steps`` selects
+    kernels, steps, communication and memory samples alike.
+    """
+
+    fusion_map: Path | None = None
+    alias_map: Path | None = None
+    max_samples: int | None = None
+    keep_rows: bool = True
+    steps: StepRanges | None = None
+
+
+def in_ranges(steps: pd.Series, ranges: StepRanges) -> np.ndarray:
+    """Which values of ``steps`` lie in one of ``ranges`` (inclusive, None = open end)."""
+    values = steps.astype("float64").to_numpy()
+    keep = np.zeros(len(values), dtype=bool)
+    for low, high in ranges:
+        keep |= (values >= (low if low is not None else -np.inf)) & \
+                (values <= (high if high is not None else np.inf))
+    return keep
+
+
+def normalize_ops(ops: pd.DataFrame, fusion_map: Path | None, alias_map: Path | None,
+                  rank: int | np.ndarray = 0) -> pd.DataFrame:
+    """Raw rows → canonical rows; ``rank`` is 0 (the id comes later) or each row's slot."""
+    ops["rank"] = rank
+    ops["input_shapes"] = normalize_distinct(ops["input_shapes"], normalize_shapes)
+    ops["input_dtypes"] = normalize_distinct(ops["input_dtypes"], normalize_dtypes)
+    return conform_ops(canonicalize(ops, fusion_map, alias_map))
+
+
+def _drop_rows_outside_steps(data: RankData) -> None:
+    outside = data.ops["step"].isna()
+    if outside.any() and not outside.all():
+        data.outside_steps = int(outside.sum())
+        data.ops = data.ops[~outside.to_numpy()].reset_index(drop=True)
+
+
+def _step_ids(frames: list[pd.DataFrame | None]) -> tuple[int, ...]:
+    return tuple(sorted({int(s) for f in frames if f is not None and len(f)
+                         for s in f["step"].dropna().unique()}))
+
+
+def _keep_steps_beside(data: RankData, ranges: StepRanges) -> None:
+    """The rank's steps and communication of the chosen steps (its kernels are chosen apart)."""
+    if data.steps is not None:
+        data.steps = data.steps[in_ranges(data.steps["step"], ranges)].reset_index(drop=True)
+    if data.comm is not None and len(data.comm):
+        data.comm = data.comm[in_ranges(data.comm["step"], ranges)].reset_index(drop=True)
+
+
+def _keep_steps(data: RankData, ranges: StepRanges) -> None:
+    """Keep the rows of the chosen steps; a rank without step ids is kept whole."""
+    data.step_ids = _step_ids([data.ops, data.steps])
+    if not data.step_ids:
+        return
+    data.ops = data.ops[in_ranges(data.ops["step"], ranges)].reset_index(drop=True)
+    _keep_steps_beside(data, ranges)
+
+
+def _spans(slot: np.ndarray, steps: np.ndarray, start: np.ndarray, end: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per (slot, step), in that order: slot, step, first start and last end (ns).
+
+    Grouped in numpy (sorted keys, then ``reduceat``): on one rank's few hundred rows a
+    pandas groupby-agg cost a millisecond and a half.
+    """
+    if not len(steps):
+        return slot, steps, start, end
+    order = np.lexsort((steps, slot))
+    slot, steps = slot[order], steps[order]
+    first = np.flatnonzero(np.r_[True, (steps[1:] != steps[:-1]) | (slot[1:] != slot[:-1])])
+    return (slot[first], steps[first], np.minimum.reduceat(start[order], first),
+            np.maximum.reduceat(end[order], first))
+
+
+def _span_inputs(ops: pd.DataFrame, slot: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The stepped rows' slot, step, start and end (ns)."""
+    stepped = ops["step"].notna().to_numpy()
+    steps = ops["step"].to_numpy(np.int64, na_value=0)[stepped]
+    start = ops["start_ns"].to_numpy(np.int64)[stepped]
+    end = start + np.rint(ops["dur_us"].to_numpy()[stepped] * 1000).astype(np.int64)
+    return slot[stepped], steps, start, end
+
+
+def _span_frame(steps: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame({"step": steps, "start_us": start / 1000.0, "end_us": end / 1000.0})
+
+
+def step_spans(ops: pd.DataFrame) -> pd.DataFrame:
+    """Each step's span by its kernels: ``step``, ``start_us`` (first start), ``end_us``."""
+    _, steps, start, end = _spans(*_span_inputs(ops, np.zeros(len(ops), dtype=np.int64)))
+    return _span_frame(steps, start, end)
+
+
+def reduce_kernels(data: RankData, plan: RankPlan) -> None:
+    """Canonical rows of the chosen steps, then a RunSummary (rows dropped unless kept)."""
+    data.has_kernels = len(data.ops) > 0
+    if data.has_kernels:
+        data.ops = normalize_ops(data.ops, plan.fusion_map, plan.alias_map)
+        validate(data.ops)
+        _drop_rows_outside_steps(data)
+        data.step_spans = step_spans(data.ops)
+    else:  # a cluster summary or a kernel-less rank: nothing to derive
+        data.ops = pd.DataFrame({c: pd.Series(dtype=t) for c, t in OP_COLUMNS.items()})
+    if plan.steps:
+        _keep_steps(data, plan.steps)
+    if data.steps is None and len(data.ops):
+        data.kernel_steps = step_breakdown_from_kernels(data.ops)
+    reduce_framework(data)
+    data.summary = summarize(data.ops, data.comm, plan.max_samples)
+    data.has_comm = data.comm is not None
+    if not plan.keep_rows:
+        data.ops = data.comm = None
+
+
+def _stackable(data: RankData, plan: RankPlan) -> bool:
+    """A small rank with its own step figures and no host links: reduced in a stack.
+
+    The links are looked for here (and kept for its own reduce when found), since a
+    rank's framework table needs its own rows.
+    """
+    rows = len(data.ops)
+    if not 0 < rows <= min(STACK_RANK_ROWS, plan.max_samples or STACK_RANK_ROWS) or \
+            data.steps is None or data.links is not None:
+        return False
+    links, note = host_links_of(data)
+    if links is not None:
+        data.links = links
+        return False
+    data.framework, data.framework_note = None, note
+    return True
+
+
+def reduce_ranks(datas: Iterable[RankData], plan: RankPlan) -> None:
+    """``reduce_kernels`` of every rank, the small ones stacked (in place).
+
+    ``datas`` may be read as it is consumed: a large rank is reduced (and its rows
+    dropped) before the next is read.
+    """
+    stack: list[RankData] = []
+    for data in datas:
+        if _stackable(data, plan):
+            stack.append(data)
+            if sum(len(d.ops) for d in stack) >= STACK_ROWS:
+                _reduce_stack(stack, plan)
+                stack = []
+        else:
+            reduce_kernels(data, plan)
+    if stack:
+        _reduce_stack(stack, plan)
+
+
+def _bounds(keys: np.ndarray, count: int) -> np.ndarray:
+    """Where each slot 0 … count-1 starts in sorted ``keys``, and the end: count + 1 offsets."""
+    return np.searchsorted(keys, np.arange(count + 1), side="left")
+
+
+def _reduce_stack(datas: list[RankData], plan: RankPlan) -> None:
+    """Reduce small ranks as one stack, then give each rank its share.
+
+    No rank's rows are touched before the stack's canonical rows pass the schema: when
+    they fail, every rank is reduced alone, so the error is the one the failing rank
+    raises by itself.
+    """
+    lengths = np.array([len(d.ops) for d in datas])
+    slot = np.repeat(np.arange(len(datas), dtype=np.int64), lengths)
+    try:
+        ops = normalize_ops(concat_frames(d.ops for d in datas), plan.fusion_map,
+                            plan.alias_map, slot)
+        validate(ops)
+    except CannDiffError:
+        for data in datas:
+            reduce_kernels(data, plan)
+        return
+    first_rows = _first_rows(ops, slot)
+    outside = ops["step"].isna().to_numpy()
+    dropped = np.zeros(len(datas), dtype=np.int64)
+    if outside.any():  # a rank whose kernels all lie outside every step keeps them all
+        dropped = np.bincount(slot[outside], minlength=len(datas))
+        dropped = np.where(dropped < lengths, dropped, 0)
+        keep = ~(outside & (dropped > 0)[slot])
+        ops, slot = ops[keep].reset_index(drop=True), slot[keep]
+    span_slot, span_step, span_start, span_end = _spans(*_span_inputs(ops, slot))
+    if plan.steps:
+        ops, slot = _keep_stacked_steps(datas, ops, slot, span_slot, span_step, plan.steps)
+    comm = concat_ranks([d.comm for d in datas], range(len(datas)))
+    summary = _in_rank_order(summarize(ops, comm if len(comm.columns) else None), first_rows)
+    _share_out(datas, plan, ops, slot, summary, dropped)
+    spans = _bounds(span_slot, len(datas))
+    for number, data in enumerate(datas):
+        cut = slice(spans[number], spans[number + 1])
+        data.step_spans = _span_frame(span_step[cut], span_start[cut], span_end[cut])
+
+
+# The summary key's columns whose categories come in the order each value first appears
+# in a rank's rows (``canonicalize``, ``normalize_distinct``): a stack's categories follow
+# the stack, so its summary rows would sort in another order than each rank's alone.
+FIRST_SEEN_COLUMNS = ("op_type", "input_shapes", "family", "category", "comm_type")
+
+
+@dataclass(frozen=True)
+class FirstRows:
+    """Per column, the (slot, code) pairs of a stack (sorted) and the row each first holds."""
+
+    pairs: dict[str, np.ndarray]
+    rows: dict[str, np.ndarray]
+    width: dict[str, int]
+
+
+def _pair(slot: np.ndarray, codes: np.ndarray, width: int) -> np.ndarray:
+    return slot.astype(np.int64) * width + codes.astype(np.int64) + 1  # code -1 (missing) → 0
+
+
+def _first_rows(ops: pd.DataFrame, slot: np.ndarray) -> FirstRows:
+    pairs, rows, width = {}, {}, {}
+    for column in FIRST_SEEN_COLUMNS:
+        width[column] = len(ops[column].cat.categories) + 1
+        pairs[column], rows[column] = np.unique(
+            _pair(slot, ops[column].cat.codes.to_numpy(), width[column]), return_index=True)
+    return FirstRows(pairs, rows, width)
+
+
+def _in_rank_order(summary: RunSummary, first: FirstRows) -> RunSummary:
+    """The stack's summary rows in the order each rank's own summary has them.
+
+    Alone, a rank's rows sort by step, then by each key's category order (first seen in
+    that rank), a missing value last, then by direction; here each category is placed by
+    the row that first holds it in its rank. The samples follow their rows.
+    """
+    table = summary.ops
+    if table.empty:  # no rows left (the chosen steps hold none): nothing to order
+        return summary
+    slot = table["rank"].to_numpy(np.int64)
+    keys = [sort_codes(table["direction"])[0]]
+    for column in reversed(FIRST_SEEN_COLUMNS):
+        codes = table[column].cat.codes.to_numpy()
+        at = np.searchsorted(first.pairs[column], _pair(slot, codes, first.width[column]))
+        keys.append(np.where(codes >= 0, first.rows[column][at], np.iinfo(np.int64).max))
+    keys += [sort_codes(table["step"])[0], slot]
+    order = np.lexsort(keys)
+    renumbered = np.empty(len(order), dtype=np.int64)
+    renumbered[order] = np.arange(len(order))
+    samples = summary.samples.assign(row=renumbered[summary.samples["row"].to_numpy()])
+    return replace(summary, ops=table.iloc[order].reset_index(drop=True), samples=samples)
+
+
+def _keep_stacked_steps(datas: list[RankData], ops: pd.DataFrame, slot: np.ndarray,
+                        span_slot: np.ndarray, span_step: np.ndarray, ranges: StepRanges
+                        ) -> tuple[pd.DataFrame, np.ndarray]:
+    """``_keep_steps`` of every stacked rank: the rows of the chosen steps, per rank."""
+    has_ids = np.zeros(len(datas), dtype=bool)
+    bounds = _bounds(span_slot, len(datas))
+    for number, data in enumerate(datas):
+        kernel_ids = span_step[bounds[number]:bounds[number + 1]]
+        data.step_ids = tuple(sorted({int(s) for s in kernel_ids} |
+                                     set(_step_ids([data.steps]))))
+        has_ids[number] = bool(data.step_ids)
+        if data.step_ids:
+            _keep_steps_beside(data, ranges)
+    keep = in_ranges(ops["step"], ranges) | ~has_ids[slot]
+    return ops[keep].reset_index(drop=True), slot[keep]
+
+
+def _share_out(datas: list[RankData], plan: RankPlan, ops: pd.DataFrame, slot: np.ndarray,
+               summary: RunSummary, dropped: np.ndarray) -> None:
+    """Cut the stack's summary (keyed by slot first) into each rank's summary."""
+    table = summary.ops
+    rows = _bounds(table["rank"].to_numpy(), len(datas))
+    sample_rows = summary.samples["row"].to_numpy()
+    # Samples come in kernel order, so their slots ascend though their rows do not.
+    samples = _bounds(table["rank"].to_numpy()[sample_rows], len(datas))
+    comm = summary.comm
+    comm_rows = _bounds(comm["rank"].to_numpy(), len(datas))
+    # The ids each rank's reduce alone would hold: 0 for kernels, the reader's for comm.
+    table["rank"] = 0
+    comm["rank"] = np.array([d.rank if d.rank is not None else 0 for d in datas],
+                            dtype=np.int64)[comm["rank"].to_numpy()] if len(comm) else 0
+    kernel_rows = _bounds(slot, len(datas))
+    if plan.keep_rows:
+        ops["rank"] = 0
+    durations = summary.samples["dur_us"].to_numpy()
+    empty = empty_summary()  # what a rank left without rows summarizes to alone
+    for number, data in enumerate(datas):
+        first, last = rows[number], rows[number + 1]
+        picked = slice(samples[number], samples[number + 1])
+        comm_first, comm_last = comm_rows[number], comm_rows[number + 1]
+        data.summary = RunSummary(
+            table.iloc[first:last].reset_index(drop=True) if last > first else empty.ops,
+            pd.DataFrame({"row": sample_rows[picked] - first, "dur_us": durations[picked]}),
+            comm.iloc[comm_first:comm_last].reset_index(drop=True) if comm_last > comm_first
+            else empty.comm)
+        data.has_kernels, data.outside_steps = True, int(dropped[number])
+        data.has_comm = data.comm is not None
+        if plan.keep_rows:
+            data.ops = ops.iloc[kernel_rows[number]:kernel_rows[number + 1]
+                                ].reset_index(drop=True)
+        else:
+            data.ops = data.comm = None
