@@ -203,6 +203,25 @@ def canonical_names(
                         index=names.index)
 
 
+_DIGITS = re.compile(r"\d+")
+# The communication type of each collective name seen in this process, digits folded.
+_COMM_TYPES: dict[str, str] = {}
+
+
+def comm_types(op_names: list[str]) -> list[str]:
+    """Canonical communication type (``AllReduce`` …) of each communication op name.
+
+    Digits (op index, group counters) never decide the type: they are folded first, and
+    each folded name goes through ``canonical_names`` once per process.
+    """
+    def derive(unseen: list[str]) -> list[str]:
+        names = pd.Series(unseen, dtype=object)
+        return canonical_names(names, names, pd.Series("COMM", index=names.index)
+                               )["op_type"].tolist()
+
+    return _through_memo(_COMM_TYPES, [_DIGITS.sub("", name) for name in op_names], derive)
+
+
 def _canonical_rows(keys: list[tuple[str, str, str]], fusion_map: Path | None,
                     alias_map: Path | None) -> list[tuple]:
     """The canonical columns of each (name, type, core) text triple, through the memo."""

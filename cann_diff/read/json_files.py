@@ -12,7 +12,7 @@ import pandas as pd
 from ..errors import InputError, SchemaError
 from ..schema import COMM_COLUMNS
 from . import fast_json
-from .canonical import canonical_names
+from .canonical import comm_types
 from .files import brief, check_depth, json_problem, read_bytes
 
 LINK_TYPES = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")
@@ -103,11 +103,12 @@ def comm_frame(path: Path, ranks: list[int], steps: list[int | None], keys: list
     links = [info.get("Communication Bandwidth Info", {}) for info in infos]
     _objects(path, keys, "time and bandwidth info", times)
     _objects(path, keys, "time and bandwidth info", links)
-    parts = pd.Series(keys, dtype=object).str.partition("@") if keys else None
+    parts = [key.partition("@") for key in keys]
     columns: dict[str, Any] = {
-        "rank": np.array(ranks, dtype=np.int64), "step": steps,
-        "op_name": parts[0].to_numpy() if parts is not None else np.array([], dtype=object),
-        "group": parts[2].to_numpy() if parts is not None else np.array([], dtype=object)}
+        "rank": np.array(ranks, dtype=np.int64), "step": pd.array(steps, dtype="Int64"),
+        "op_name": np.array([part[0] for part in parts], dtype=object),
+        "comm_type": np.full(len(keys), np.nan),  # named by comm_types_of
+        "group": np.array([part[2] for part in parts], dtype=object)}
     for source, target in TIME_FIELDS.items():
         columns[target] = _numbers(path, keys, source, [t.get(source) for t in times]) * 1000.0
     for link in LINK_TYPES:
@@ -119,10 +120,7 @@ def comm_frame(path: Path, ranks: list[int], steps: list[int | None], keys: list
             path, keys, link, [v.get("Transit Time(ms)") for v in values]) * 1000
     # SDMA aggregates the on-node links (HCCS, PCIE, SIO); RDMA is the inter-node one.
     columns["transit_mb"] = columns["sdma_mb"] + columns["rdma_mb"]
-    columns["comm_type"] = np.full(len(keys), np.nan)  # named by comm_types_of
-    frame = pd.DataFrame(columns)[[*COMM_COLUMNS, *LINK_COLUMNS]]
-    frame["step"] = frame["step"].astype("Int64")
-    return frame
+    return pd.DataFrame({column: columns[column] for column in (*COMM_COLUMNS, *LINK_COLUMNS)})
 
 
 def read_communication(path: Path, rank: int) -> pd.DataFrame:
@@ -158,11 +156,9 @@ def _read_communication(path: Path, rank: int) -> pd.DataFrame:
 
 def comm_types_of(op_names: pd.Series) -> np.ndarray:
     """Canonical communication type (``AllReduce`` …) of each communication op name."""
-    # Digits (op index, group counters) never decide the type: fold them first.
-    codes, distinct = pd.factorize(op_names.astype(str).str.replace(r"\d+", "", regex=True))
-    names = pd.Series(distinct, dtype=object)
-    types = canonical_names(names, names, pd.Series("COMM", index=names.index))["op_type"]
-    return types.to_numpy()[codes] if len(codes) else np.array([], dtype=object)
+    codes, distinct = pd.factorize(op_names.astype(str))
+    return np.array(comm_types(list(distinct)), dtype=object)[codes] if len(codes) \
+        else np.array([], dtype=object)
 
 
 def read_profiler_info(path: Path) -> dict:
