@@ -337,11 +337,13 @@ def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
 def _stage_figures(frame: pd.DataFrame) -> None:
     """Every STAGE_FIELDS column as float64 µs, text that is no number NaN, absent all NaN.
 
-    The present columns are parsed by one ``pd.to_numeric`` of them end to end, then cut
-    apart: one call per column cost ~0.1 ms each on a rank's few steps.
+    Arrow parses them as it reads (``read_step_trace``); read as text, the present
+    columns are parsed by one ``pd.to_numeric`` of them end to end, then cut apart: one
+    call per column cost ~0.1 ms each on a rank's few steps.
     """
     present = [field for field in STAGE_FIELDS if field in frame]
-    if present:
+    text = [field for field in present if frame[field].dtype != np.float64]
+    if text:
         stacked = pd.concat([frame[field] for field in present], ignore_index=True)
         parsed = pd.to_numeric(stacked, errors="coerce").astype("float64").to_numpy()
         for field, values in zip(present, parsed.reshape(len(present), len(frame))):
@@ -365,7 +367,10 @@ def read_step_trace(path: Path) -> pd.DataFrame | None:
     missing = [h for h, f in STEP_HEADERS.items() if f in needed and f not in picked]
     if missing:
         raise SchemaError(path, f"missing column(s) {', '.join(missing)}")
-    frame = read_csv_columns(path, picked)
+    try:  # Arrow parses the figures; a value that is no number is read again as text
+        frame = read_csv_columns(path, picked, numeric=(*STAGE_FIELDS, "step"))
+    except InputError:
+        frame = read_csv_columns(path, picked)
     if frame.empty:
         return None
     _stage_figures(frame)
