@@ -104,13 +104,19 @@ def concat_frames(frames) -> pd.DataFrame:
         return pd.DataFrame()
     if len(frames) == 1:
         return frames[0].reset_index(drop=True)
-    categorical = [c for c in frames[0].columns
-                   if all(c in f and isinstance(f[c].dtype, pd.CategoricalDtype) for f in frames)]
+    dtypes = [f.dtypes.to_dict() for f in frames]
+    first = dtypes[0]
+    # Only columns whose categories differ between frames need the union; where every
+    # frame has the same (the ranks cut from one stack), pd.concat keeps the categorical.
+    differing = [c for c, dtype in first.items() if isinstance(dtype, pd.CategoricalDtype)
+                 and all(isinstance(d.get(c), pd.CategoricalDtype) for d in dtypes)
+                 and any(d[c] is not dtype and d[c] != dtype for d in dtypes)]
     columns = list(dict.fromkeys(c for f in frames for c in f.columns))  # first-seen order
-    merged = pd.concat([f.drop(columns=categorical) for f in frames], ignore_index=True)
-    for column in categorical:
+    merged = pd.concat([f.drop(columns=differing) for f in frames] if differing else frames,
+                       ignore_index=True)
+    for column in differing:
         merged[column] = _union(frames, column)
-    return merged[columns]
+    return merged if list(merged.columns) == columns else merged[columns]
 
 
 def concat_ranks(frames, ranks, column: str = "rank") -> pd.DataFrame:
