@@ -121,7 +121,14 @@ def _pick(header: list[str], aliases: dict[str, tuple[str, ...]]) -> dict[str, s
 def read_csv_columns(path: Path, columns: dict[str, str],
                      dictionary: tuple[str, ...] = (),
                      numeric: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Read only ``columns`` (canonical name -> header) with pyarrow.
+    """``read_csv_counted`` without the count of skipped rows."""
+    return read_csv_counted(path, columns, dictionary, numeric)[0]
+
+
+def read_csv_counted(path: Path, columns: dict[str, str],
+                     dictionary: tuple[str, ...] = (),
+                     numeric: tuple[str, ...] = ()) -> tuple[pd.DataFrame, int]:
+    """Read only ``columns`` (canonical name -> header) with pyarrow; count skipped rows.
 
     Fields named in ``dictionary`` come back as pandas categoricals, those in ``numeric``
     as float64 (parsed by Arrow; a bad value makes the caller retry as text to name the
@@ -143,10 +150,10 @@ def read_csv_columns(path: Path, columns: dict[str, str],
     bad_rows = skipper.rows
     if bad_rows and _is_truncated(path, bad_rows[-1]):
         raise InputError(path, "truncated CSV: the last row is cut short")
-    # Named before the conversion: a pandas rename copied the frame (~0.3 ms a file).
-    frame = table.rename_columns(list(columns)).to_pandas()
-    frame.attrs["skipped_rows"] = len(bad_rows)
-    return frame
+    # Named before the conversion: a pandas rename copied the frame (~0.3 ms a file). The
+    # count is returned, not kept in ``frame.attrs``: pandas deep-copies those into every
+    # column and frame derived from it.
+    return table.rename_columns(list(columns)).to_pandas(), len(bad_rows)
 
 
 class _RowSkipper:
@@ -306,15 +313,16 @@ def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
                                 f"{brief(','.join(header[:8]), 160)}"
                                 f"{',…' if len(header) > 8 else ''}")
     try:
-        frame = read_csv_columns(path, picked, DICTIONARY_FIELDS, numeric=("dur_us", "step"))
+        frame, skipped = read_csv_counted(path, picked, DICTIONARY_FIELDS,
+                                          numeric=("dur_us", "step"))
     except InputError:  # a non-numeric value: read as text so the message names the row
-        frame = read_csv_columns(path, picked, DICTIONARY_FIELDS)
+        frame, skipped = read_csv_counted(path, picked, DICTIONARY_FIELDS)
     if frame.empty:
         raise InputError(path, "no kernel rows (header only)")
     warnings = []
-    if frame.attrs.get("skipped_rows"):
-        warnings.append(f"{path.name}: {frame.attrs['skipped_rows']} malformed row(s) "
-                        "(wrong number of fields) skipped")
+    if skipped:
+        warnings.append(f"{path.name}: {skipped} malformed row(s) (wrong number of fields) "
+                        "skipped")
     frame["start_ns"] = parse_us_to_ns(frame.pop("start"), path, picked["start"])
     _check_starts(frame, path, picked["start"])
     frame["dur_us"] = pd.to_numeric(frame["dur_us"], errors="coerce").astype("float64")
