@@ -19,7 +19,7 @@ from profiles import Comm, aclnn, write_profile
 
 import cann_diff.read as read
 from cann_diff.errors import SchemaError
-from cann_diff.read import rank_reduce, torch_text
+from cann_diff.read import csv_files, rank_reduce, torch_text
 from cann_diff.read.rank_reduce import RankPlan, reduce_kernels, reduce_ranks
 
 RANKS = range(6)
@@ -164,3 +164,17 @@ def test_progress_follows_every_rank_read_in_one_pass(cluster):
     assert run.meta.ranks == tuple(RANKS)
     assert seen == [(n, len(RANKS)) for n in range(1, len(RANKS) + 1)]
 
+
+
+def test_a_table_read_as_text_gives_what_its_dictionaries_give(cluster, monkeypatch):
+    """Below TEXT_TABLE_BYTES a kernel table's text stays text; the ranks' summaries, rows
+    and spans are those of the same tables read as dictionaries (categoricals)."""
+    plan = RankPlan(keep_rows=True)
+    as_text = _read(cluster)
+    assert not any(isinstance(d.ops["op_name"].dtype, pd.CategoricalDtype) for d in as_text)
+    reduce_ranks(as_text, plan)
+    monkeypatch.setattr(csv_files, "TEXT_TABLE_BYTES", 0)
+    as_dictionaries = _read(cluster)
+    assert all(isinstance(d.ops["op_name"].dtype, pd.CategoricalDtype) for d in as_dictionaries)
+    reduce_ranks(as_dictionaries, plan)
+    _assert_same(as_dictionaries, as_text)

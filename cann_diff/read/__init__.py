@@ -6,7 +6,9 @@ searched one level down for rank results (one per rank). Formats are tried in
 FORMATS.md's priority order. One rule finds the ranks of everything the comparison reads:
 beside the kernel ranks, rank directories that hold no kernels but a step breakdown,
 communication or memory (``kernelless.py``) are ranks too. Each rank is read once, in one
-worker (a thread or a Dask worker), kernels and memory alike, and reduced there.
+worker (the caller's process, a thread, a worker process or a Dask worker), kernels and
+memory alike, and reduced there (``rank_reduce.py``: small ranks a worker reads are
+reduced as one stack).
 """
 
 from __future__ import annotations

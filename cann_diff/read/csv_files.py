@@ -41,6 +41,8 @@ KERNEL_HEADERS = {
 }
 REQUIRED = ("op_name", "start", "dur_us")
 DICTIONARY_FIELDS = ("op_name", "op_type_raw", "core", "input_shapes", "input_dtypes")
+# Below this size (bytes) a kernel table's text columns are read as text, not dictionaries.
+TEXT_TABLE_BYTES = 1 << 20
 STEP_HEADERS = {
     "Step": "step",
     "Device_id": "device_id",
@@ -312,11 +314,13 @@ def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
         raise SchemaError(path, f"missing column(s) {', '.join(missing)}; header is "
                                 f"{brief(','.join(header[:8]), 160)}"
                                 f"{',…' if len(header) > 8 else ''}")
+    # A small table's text stays text: its categoricals would be built, checked and then
+    # stacked with other ranks' (rank_reduce) only to be derived again.
+    dictionary = DICTIONARY_FIELDS if require_file(path) > TEXT_TABLE_BYTES else ()
     try:
-        frame, skipped = read_csv_counted(path, picked, DICTIONARY_FIELDS,
-                                          numeric=("dur_us", "step"))
+        frame, skipped = read_csv_counted(path, picked, dictionary, numeric=("dur_us", "step"))
     except InputError:  # a non-numeric value: read as text so the message names the row
-        frame, skipped = read_csv_counted(path, picked, DICTIONARY_FIELDS)
+        frame, skipped = read_csv_counted(path, picked, dictionary)
     if frame.empty:
         raise InputError(path, "no kernel rows (header only)")
     warnings = []
