@@ -183,12 +183,14 @@ def reduce_ranks(datas: Iterable[RankData], plan: RankPlan) -> None:
     dropped) before the next is read.
     """
     stack: list[RankData] = []
+    rows = 0
     for data in datas:
         if _stackable(data, plan):
             stack.append(data)
-            if sum(len(d.ops) for d in stack) >= STACK_ROWS:
+            rows += len(data.ops)
+            if rows >= STACK_ROWS:
                 _reduce_stack(stack, plan)
-                stack = []
+                stack, rows = [], 0
         else:
             reduce_kernels(data, plan)
     if stack:
