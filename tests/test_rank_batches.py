@@ -19,7 +19,7 @@ import cann_diff.read as read
 from cann_diff.errors import SchemaError
 from cann_diff.read.csv_files import read_step_trace
 from cann_diff.read.derive import concat_frames, concat_ranks
-from cann_diff.read.rank_reduce import step_spans
+from cann_diff.read.rank_reduce import step_spans, summary_of
 from cann_diff.read.reduce import combine
 from cann_diff.schema import OP_COLUMNS, conform_ops
 
@@ -100,7 +100,7 @@ def test_combine_equals_stacking_one_rank_at_a_time(cluster):
     plan = read.RankPlan(keep_rows=False)
     _, sources = read.find_rank_sources(cluster)
     datas = [read.read_and_reduce(plan, s) for s in sources]
-    parts = [(10 * n, d.summary) for n, d in enumerate(datas)]  # ids other than positions
+    parts = [(10 * n, summary_of(d)) for n, d in enumerate(datas)]  # ids other than positions
     together = combine(parts)
     offset = 0
     for rank, summary in parts:

@@ -20,7 +20,8 @@ from profiles import Comm, aclnn, write_profile
 import cann_diff.read as read
 from cann_diff.errors import SchemaError
 from cann_diff.read import csv_files, rank_reduce, torch_text
-from cann_diff.read.rank_reduce import RankPlan, reduce_kernels, reduce_ranks
+from cann_diff.read.rank_reduce import RankPlan, reduce_kernels, reduce_ranks, summary_of
+from cann_diff.read.reduce import combine
 
 RANKS = range(6)
 STEPS = (1, 2, 3)
@@ -71,13 +72,12 @@ def _text(frame: pd.DataFrame) -> pd.DataFrame:
 def _assert_same(alone, stacked) -> None:
     """Row for row and in order: summaries, samples, communication sums, spans, rows."""
     for one, other in zip(alone, stacked, strict=True):
-        for mine, theirs in ((one.summary.ops, other.summary.ops),
-                             (one.summary.samples, other.summary.samples),
-                             (one.summary.comm, other.summary.comm),
-                             (one.step_spans, other.step_spans)):
-            pd.testing.assert_frame_equal(_text(mine), _text(theirs), check_exact=True)
-        assert (one.summary.sampled, one.summary.fraction) == \
-            (other.summary.sampled, other.summary.fraction)
+        mine, theirs = summary_of(one), summary_of(other)
+        for frame, other_frame in ((mine.ops, theirs.ops), (mine.samples, theirs.samples),
+                                   (mine.comm, theirs.comm),
+                                   (one.step_spans, other.step_spans)):
+            pd.testing.assert_frame_equal(_text(frame), _text(other_frame), check_exact=True)
+        assert (mine.sampled, mine.fraction) == (theirs.sampled, theirs.fraction)
         assert (one.outside_steps, one.has_kernels, one.has_comm, one.step_ids) == \
             (other.outside_steps, other.has_kernels, other.has_comm, other.step_ids)
         assert (one.framework, one.framework_note) == (other.framework, other.framework_note)
@@ -107,9 +107,9 @@ def test_kernels_outside_every_step_by_hand(cluster):
     reduce_ranks(stacked, RankPlan(keep_rows=False))
     assert [d.outside_steps for d in stacked] == [0, 2, 0, 0, 0, 0]
     # Rank 1 per step: a Cast, two Adds, a MatMul, four AllReduces = 8 kernels, 3 steps.
-    assert int(stacked[1].summary.ops["count"].sum()) == 8 * 3 - 2
+    assert int(summary_of(stacked[1]).ops["count"].sum()) == 8 * 3 - 2
     # Rank 3 per step: Cast, four Adds, MatMul, four AllReduces = 10, all without a step.
-    rank3 = stacked[3].summary.ops
+    rank3 = summary_of(stacked[3]).ops
     assert int(rank3["count"].sum()) == 10 * 3 and rank3["step"].isna().all()
     assert stacked[3].step_spans.empty
     assert list(stacked[0].step_spans["step"]) == list(STEPS)
@@ -154,7 +154,7 @@ def test_a_failing_stack_names_the_rank_that_fails_alone(cluster, monkeypatch):
     stacked = _read(cluster)
     with pytest.raises(SchemaError, match="a Cast kernel on this rank"):
         reduce_ranks(stacked, RankPlan(keep_rows=False))
-    assert stacked[0].summary is not None  # rank 0 (no Cast) was reduced before rank 1 failed
+    assert summary_of(stacked[0]) is not None  # rank 0 (no Cast) was reduced before rank 1
 
 
 def test_progress_follows_every_rank_read_in_one_pass(cluster):
@@ -178,3 +178,23 @@ def test_a_table_read_as_text_gives_what_its_dictionaries_give(cluster, monkeypa
     assert all(isinstance(d.ops["op_name"].dtype, pd.CategoricalDtype) for d in as_dictionaries)
     reduce_ranks(as_dictionaries, plan)
     _assert_same(as_dictionaries, as_text)
+
+
+@pytest.mark.parametrize("order", [[0, 1, 2, 3, 4, 5], [1, 0, 2, 5, 4]],
+                         ids=["in slot order", "out of order, a rank left out"])
+def test_combine_of_shares_equals_combine_of_the_ranks_own_summaries(cluster, monkeypatch,
+                                                                     order):
+    """combine takes consecutive shares of one stack as one slice; the run's summary is the
+    one stacking every rank's own summary gives."""
+    monkeypatch.setattr(rank_reduce, "STACK_ROWS", 60)  # stacks of ranks 0-2 and 3-5
+    datas = _read(cluster)
+    reduce_ranks(datas, RankPlan(keep_rows=False))
+    assert all(d.share is not None for d in datas)
+    assert datas[0].share.stack is datas[2].share.stack is not datas[3].share.stack
+    ids = [100 + 7 * n for n in order]
+    shares = combine([(i, datas[n].share) for i, n in zip(ids, order)])
+    owns = combine([(i, summary_of(datas[n])) for i, n in zip(ids, order)])
+    for frame, other in ((shares.ops, owns.ops), (shares.samples, owns.samples),
+                         (shares.comm, owns.comm)):
+        pd.testing.assert_frame_equal(_text(frame), _text(other), check_exact=True)
+    assert sorted(set(shares.ops["rank"])) == sorted(ids)

@@ -23,6 +23,7 @@ from cann_diff.match import match
 from cann_diff.pipeline import Options, diff
 from cann_diff.read import FORMATS, RankPlan, RankSource, load_run, reduce, select_steps, torch_text
 from cann_diff.read import read_and_reduce as read_and_reduce_rank
+from cann_diff.read.rank_reduce import summary_of
 from cann_diff.read.timeline import exposed_communication_us
 
 LEVEL1 = DATA / "realdata" / "Ascend__msinsight" / "test" / "data" / "pytorch" / "text" / "level1"
@@ -94,7 +95,7 @@ def test_rows_stay_in_the_worker(tmp_path):
                                 RankSource(rank_dir, text))
     assert data.ops is None and data.comm is None  # only the summary leaves the worker
     assert data.memory is not None and data.memory.raw is None  # memory: summary only
-    assert data.has_comm and data.summary.kernels == 6  # 2 ops × 3 steps
+    assert data.has_comm and summary_of(data).kernels == 6  # 2 ops × 3 steps
     run = load_run(built.path, keep_rows=False)
     assert run.ops is None and run.comm is None
     assert run.summary.kernels == 6

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..schema import STEP_COLUMNS, Run, RunMeta, conform_ops, empty_comm
+from ..schema import STEP_COLUMNS, Run, RunMeta, RunSummary, conform_ops, empty_comm
 from ..settings import DEFAULT_SETTINGS, Settings
 from . import cluster_output, kernelless, msprof_dirs, sqlite_db, torch_text, trace_json
 from .base import RankData
@@ -35,7 +35,7 @@ from .framework import combine_framework
 from .memory import MemoryData, memory_data, read_rank_memory, select_memory, step_intervals
 from .provenance import rank_facts, read_provenance
 from .rank_reduce import RankPlan, StepRanges, in_ranges, reduce_ranks
-from .reduce import combine, samples_per_rank, select
+from .reduce import StackShare, combine, samples_per_rank, select
 from .workers import RANK_PROCESS_MIN, TASKS_PER_WORKER, read_in_processes
 
 
@@ -445,7 +445,12 @@ def load_run(path: str | Path, label: str | None = None, *,
     fmt, datas, warnings = _read_ranks(path, settings, plan, jobs, scheduler, progress)
     for data in datas:
         warnings += data.warnings
-    summary = combine([(_rank_of(d), d.summary) for d in datas if d.summary is not None])
+    parts: list[tuple[int, RunSummary | StackShare]] = []
+    for data in datas:
+        held = data.share if data.share is not None else data.summary
+        if held is not None:
+            parts.append((_rank_of(data), held))
+    summary = combine(parts)
     outside = sum(d.outside_steps for d in datas)
     unstepped = summary.ops["step"].isna().to_numpy()
     if unstepped.any() and not unstepped.all():  # whole ranks without step ids

@@ -12,6 +12,7 @@ from ..schema import RunSummary
 
 if TYPE_CHECKING:  # memory.py reads files through modules that import this one
     from .memory import RankMemory
+    from .reduce import StackShare
 
 
 @dataclass
@@ -37,7 +38,8 @@ class RankData:
     warnings: list[str] = field(default_factory=list)
     links: object | None = None  # framework.HostLinks a reader found in its own pass
     # Filled by read_and_reduce, in the worker that read the rank:
-    summary: RunSummary | None = None
+    summary: RunSummary | None = None  # None when the rank was reduced in a stack:
+    share: StackShare | None = None  # then its part of the stack's summary
     kernel_steps: pd.DataFrame | None = None  # breakdown from kernel intervals, when no steps
     outside_steps: int = 0  # kernels left out for lying outside every profiler step
     has_comm: bool = False  # communication detail was read (before ``comm`` may be dropped)

@@ -3,11 +3,10 @@
 A large rank is reduced on its own. Small ranks — a cluster of thousands, each a few
 hundred kernels — are stacked and reduced in one pass (``reduce_ranks``): canonical
 names, validation, step spans and summaries are computed once over the stack with the
-rank's position as the rank key, then cut back into one summary per rank. On a rank of
-164 kernels, pandas' per-call overhead was most of a reduce that cost ~13 ms; stacked,
-the per-rank part is the cut. Every rank ends with what reducing it alone gives; only the
-order of its summary rows may differ (they are keyed, and every total sums its kernels in
-the same order).
+rank's position as the rank key, and each rank keeps its share of the stack's summary
+(``reduce.StackShare``). On a rank of 164 kernels, pandas' per-call overhead was most of
+a reduce that cost ~13 ms. A rank's share is what reducing it alone gives, row for row
+and in order (``summary_of``).
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from .base import RankData
 from .canonical import canonicalize, normalize_distinct, normalize_dtypes, normalize_shapes
 from .derive import concat_frames, concat_ranks
 from .framework import host_links_of, reduce_framework
-from .reduce import empty_summary, sort_codes, summarize
+from .reduce import Stack, StackShare, sort_codes, summarize
 from .timeline import step_breakdown_from_kernels
 
 StepRanges = list[tuple[int | None, int | None]]
@@ -310,32 +309,19 @@ def _keep_stacked_steps(datas: list[RankData], ops: pd.DataFrame, slot: np.ndarr
 
 def _share_out(datas: list[RankData], plan: RankPlan, ops: pd.DataFrame, slot: np.ndarray,
                summary: RunSummary, dropped: np.ndarray) -> None:
-    """Cut the stack's summary (keyed by slot first) into each rank's summary."""
+    """Give each rank its share of the stack's summary (keyed by slot first)."""
     table = summary.ops
-    rows = _bounds(table["rank"].to_numpy(), len(datas))
-    sample_rows = summary.samples["row"].to_numpy()
     # Samples come in kernel order, so their slots ascend though their rows do not.
-    samples = _bounds(table["rank"].to_numpy()[sample_rows], len(datas))
-    comm = summary.comm
-    comm_rows = _bounds(comm["rank"].to_numpy(), len(datas))
-    # The ids each rank's reduce alone would hold: 0 for kernels, the reader's for comm.
-    table["rank"] = 0
-    comm["rank"] = np.array([d.rank if d.rank is not None else 0 for d in datas],
-                            dtype=np.int64)[comm["rank"].to_numpy()] if len(comm) else 0
+    sample_slots = table["rank"].to_numpy()[summary.samples["row"].to_numpy()]
+    stack = Stack(summary, _bounds(table["rank"].to_numpy(), len(datas)),
+                  _bounds(sample_slots, len(datas)),
+                  _bounds(summary.comm["rank"].to_numpy(), len(datas)),
+                  np.array([d.rank if d.rank is not None else 0 for d in datas], dtype=np.int64))
     kernel_rows = _bounds(slot, len(datas))
     if plan.keep_rows:
-        ops["rank"] = 0
-    durations = summary.samples["dur_us"].to_numpy()
-    empty = empty_summary()  # what a rank left without rows summarizes to alone
+        ops["rank"] = 0  # the real id is known once every rank is read (_assign_ranks)
     for number, data in enumerate(datas):
-        first, last = rows[number], rows[number + 1]
-        picked = slice(samples[number], samples[number + 1])
-        comm_first, comm_last = comm_rows[number], comm_rows[number + 1]
-        data.summary = RunSummary(
-            table.iloc[first:last].reset_index(drop=True) if last > first else empty.ops,
-            pd.DataFrame({"row": sample_rows[picked] - first, "dur_us": durations[picked]}),
-            comm.iloc[comm_first:comm_last].reset_index(drop=True) if comm_last > comm_first
-            else empty.comm)
+        data.summary, data.share = None, StackShare(stack, number)
         data.has_kernels, data.outside_steps = True, int(dropped[number])
         data.has_comm = data.comm is not None
         if plan.keep_rows:
@@ -343,3 +329,8 @@ def _share_out(datas: list[RankData], plan: RankPlan, ops: pd.DataFrame, slot: n
                                 ].reset_index(drop=True)
         else:
             data.ops = data.comm = None
+
+
+def summary_of(data: RankData) -> RunSummary | None:
+    """A rank's own summary, cut from its stack when it was reduced in one."""
+    return data.share.summary() if data.share is not None else data.summary

@@ -11,12 +11,14 @@ step and operator alike. Summaries of ranks concatenate, and steps select on the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
 from ..schema import COMM_SUMMARY_KEY, SUMMARY_KEY, RunSummary
 from .canonical import copy_direction
-from .derive import concat_ranks
+from .derive import concat_frames
 from .timeline import exposed_communication_us
 
 SAMPLE_BUDGET = 4_000_000  # durations kept per side over all ranks (16 bytes each)
@@ -228,28 +230,125 @@ def summarize(ops: pd.DataFrame, comm: pd.DataFrame | None,
     return RunSummary(table, samples, summarize_comm(comm), fraction < 1, fraction)
 
 
-def combine(parts: list[tuple[int, RunSummary]]) -> RunSummary:
-    """Stack the summaries of ranks, giving each its rank id.
+@dataclass(frozen=True, eq=False)
+class Stack:
+    """The summary of ranks reduced as one stack (rank key: each rank's slot in it).
+
+    ``rows``, ``samples`` and ``comm`` are count + 1 offsets: slot k's summary rows are
+    ``rows[k]:rows[k + 1]``, and so on. The ranks keep a ``StackShare`` of it, so a worker
+    hands one summary per stack to the parent (pickling a frame per rank cost ~1.2 ms a
+    rank) and ``combine`` takes the rows of consecutive ranks in one slice.
+    """
+
+    summary: RunSummary
+    rows: np.ndarray
+    samples: np.ndarray
+    comm: np.ndarray
+    reader_ranks: np.ndarray  # the rank id each rank's reader gave its communication rows
+
+    def rank_summary(self, slot: int) -> RunSummary:
+        """Slot ``slot``'s summary, as reducing that rank alone gives it."""
+        first, last = self.rows[slot], self.rows[slot + 1]
+        comm_first, comm_last = self.comm[slot], self.comm[slot + 1]
+        picked = slice(self.samples[slot], self.samples[slot + 1])
+        empty = empty_summary()
+        return RunSummary(
+            self.summary.ops.iloc[first:last].reset_index(drop=True).assign(rank=0)
+            if last > first else empty.ops,
+            pd.DataFrame({"row": self.summary.samples["row"].to_numpy()[picked] - first,
+                          "dur_us": self.summary.samples["dur_us"].to_numpy()[picked]}),
+            self.summary.comm.iloc[comm_first:comm_last].reset_index(drop=True).assign(
+                rank=self.reader_ranks[slot]) if comm_last > comm_first else empty.comm)
+
+
+@dataclass(frozen=True, eq=False)
+class StackShare:
+    """One rank's part of a ``Stack``."""
+
+    stack: Stack
+    slot: int
+
+    def summary(self) -> RunSummary:
+        """The rank's own summary (``Stack.rank_summary``)."""
+        return self.stack.rank_summary(self.slot)
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """Summary rows of one rank or of consecutive ranks of one stack, each row's rank id."""
+
+    summary: RunSummary
+    ops_ranks: np.ndarray
+    comm_ranks: np.ndarray
+
+
+def _run_piece(shares: list[StackShare], ranks: list[int]) -> _Piece:
+    stack, first, last = shares[0].stack, shares[0].slot, shares[-1].slot + 1
+    rows, comm = stack.rows[first:last + 1], stack.comm[first:last + 1]
+    picked = slice(stack.samples[first], stack.samples[last])
+    samples = pd.DataFrame({"row": stack.summary.samples["row"].to_numpy()[picked] - rows[0],
+                            "dur_us": stack.summary.samples["dur_us"].to_numpy()[picked]})
+    summary = RunSummary(stack.summary.ops.iloc[rows[0]:rows[-1]], samples,
+                         stack.summary.comm.iloc[comm[0]:comm[-1]])
+    return _Piece(summary, np.repeat(np.array(ranks, dtype=np.int64), np.diff(rows)),
+                  np.repeat(np.array(ranks, dtype=np.int64), np.diff(comm)))
+
+
+def _pieces(parts: list[tuple[int, RunSummary | StackShare]]) -> list[_Piece]:
+    """The parts, consecutive shares of one stack (slots one after another) joined."""
+    pieces: list[_Piece] = []
+    shares: list[StackShare] = []
+    ranks: list[int] = []
+    for rank, part in parts:
+        if isinstance(part, StackShare) and shares and part.stack is shares[-1].stack \
+                and part.slot == shares[-1].slot + 1:
+            shares.append(part)
+            ranks.append(rank)
+            continue
+        if shares:
+            pieces.append(_run_piece(shares, ranks))
+            shares, ranks = [], []
+        if isinstance(part, StackShare):
+            shares, ranks = [part], [rank]
+        else:
+            pieces.append(_Piece(part, np.full(len(part.ops), rank, dtype=np.int64),
+                                 np.full(len(part.comm), rank, dtype=np.int64)))
+    if shares:
+        pieces.append(_run_piece(shares, ranks))
+    return pieces
+
+
+def _with_ranks(frames: list[pd.DataFrame], ranks: list[np.ndarray]) -> pd.DataFrame:
+    """The frames with rows stacked, ``rank`` set to each row's id (see ``concat_ranks``)."""
+    kept = [(f, r) for f, r in zip(frames, ranks) if len(f)]
+    merged = concat_frames(f for f, _ in kept)
+    if kept:
+        merged["rank"] = np.concatenate([r for _, r in kept])
+    return merged
+
+
+def combine(parts: list[tuple[int, RunSummary | StackShare]]) -> RunSummary:
+    """Stack the summaries of ranks (or their shares of a stack), giving each its rank id.
 
     Every rank is brought to one fraction — the smallest any rank kept, and no more than
     the side's budget allows — so that the pooled samples weigh ranks alike.
     """
     if not parts:
         return empty_summary()
-    counts = [s.ops["count"].to_numpy(np.int64) for _, s in parts]
-    fraction = min([s.fraction for _, s in parts] +
+    pieces = _pieces(parts)
+    counts = [p.summary.ops["count"].to_numpy(np.int64) for p in pieces]
+    fraction = min([p.summary.fraction for p in pieces] +
                    [sample_fraction(np.concatenate(counts), SAMPLE_BUDGET)])
     offsets = np.cumsum([0] + [len(c) for c in counts[:-1]])
     rows, durations, sampled = [], [], False
-    for (_, summary), rank_counts, offset in zip(parts, counts, offsets):
-        kept, dropped = _resample(summary.samples, rank_counts, fraction)
+    for piece, piece_counts, offset in zip(pieces, counts, offsets):
+        kept, dropped = _resample(piece.summary.samples, piece_counts, fraction)
         sampled |= dropped
         if len(kept):  # stacked as arrays: a frame per rank cost more than its rows
             rows.append(kept["row"].to_numpy() + offset)
             durations.append(kept["dur_us"].to_numpy())
-    ranks = [rank for rank, _ in parts]
-    ops = concat_ranks([s.ops for _, s in parts], ranks)
-    comm = concat_ranks([s.comm for _, s in parts], ranks)
+    ops = _with_ranks([p.summary.ops for p in pieces], [p.ops_ranks for p in pieces])
+    comm = _with_ranks([p.summary.comm for p in pieces], [p.comm_ranks for p in pieces])
     samples = pd.DataFrame({"row": np.concatenate(rows), "dur_us": np.concatenate(durations)}) \
         if rows else _empty_samples()
     return RunSummary(ops if len(ops.columns) else _empty_ops(), samples,
