@@ -173,9 +173,9 @@ def input_bytes(pair: Path) -> tuple[int, int]:
     return every, sum(p.stat().st_size for p in kernel_files(pair))
 
 
-def cann_diff_cmd(base: Path, new: Path, out: Path) -> list[str]:
+def cann_diff_cmd(base: Path, new: Path, out: Path, jobs: int | None = None) -> list[str]:
     return [sys.executable, "-m", "cann_diff", str(base), str(new), "-o", str(out),
-            "--quiet", "--no-charts"]
+            "--quiet", "--no-charts", *(["--jobs", str(jobs)] if jobs else [])]
 
 
 def run_cann_diff(base: Path, new: Path, out: Path, args: argparse.Namespace,
@@ -183,7 +183,7 @@ def run_cann_diff(base: Path, new: Path, out: Path, args: argparse.Namespace,
     """cann-diff as a subprocess, importing the package from ``--src`` (default: this repo)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (str(args.src), os.environ.get("PYTHONPATH", "")) if p))
-    return run_child(cann_diff_cmd(base, new, out), cwd=args.src, cpu=cpu, env=env)
+    return run_child(cann_diff_cmd(base, new, out, args.jobs), cwd=args.src, cpu=cpu, env=env)
 
 
 def measure(rows: int, args: argparse.Namespace, startup: tuple[float, int],
@@ -318,6 +318,7 @@ def table(results: list[dict]) -> str:
                       f"{r['msprof_rss'] / 1e6:,.0f}" if r.get("msprof_rss") else "—"]
         lines.append("| " + " | ".join(cells) + " |")
         previous = previous if extra else r
+    lines += rank_cost(results)
     startup = results[0]
     lines.append(f"\ncann_diff: {startup['src']}; startup (cann-diff on the shipped example pair): "
                  f"{startup['startup_s']:.2f} s, "
@@ -328,6 +329,24 @@ def table(results: list[dict]) -> str:
                  "peak RSS = the largest process; medians of "
                  f"{len(results[0]['e2e_all_s'])} runs.")
     return "\n".join(lines)
+
+
+def rank_cost(results: list[dict]) -> list[str]:
+    """What a rank costs, from a pair spread over many ranks and the same size in one."""
+    lines = []
+    for spread in (r for r in results if r.get("ranks", 1) > 1):
+        one = next((r for r in results if r.get("ranks", 1) == 1 and not r.get("comm_fraction")
+                    and r["rows_per_side"] == spread["rows_per_side"]), None)
+        if one is None:
+            continue
+        directories = 2 * (spread["ranks"] - 1)  # both sides
+        per_rank = (spread["e2e_cpu_s"] - one["e2e_cpu_s"]) / directories
+        lines.append(f"\n{spread['rows_per_side']:,} rows per side over {spread['ranks']:,} ranks "
+                     f"against one rank: {spread['e2e_s'] / one['e2e_s']:.1f}× the wall time "
+                     f"(target ≤ 1.5×); a rank's cost (CPU, the difference over the "
+                     f"{directories:,} more rank directories) {per_rank * 1000:.1f} ms "
+                     "(target ≤ 10 ms).")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -351,6 +370,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--comm-fraction", type=float, default=0.0,
                         help="also a communication-heavy pair at the smallest size: this share "
                              "of rows are collectives (e.g. 0.3; the default pairs have 0.02)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="cann-diff's --jobs for the e2e runs (default: cann-diff's own)")
     parser.add_argument("--json", type=Path, default=None, help="also write results as JSON")
     args = parser.parse_args(argv)
     become_subreaper()
