@@ -479,3 +479,17 @@ def test_a_fifo_as_fusion_map_is_refused_not_waited_on(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "named pipe" in done.stderr and done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("step", ["2.5", "9007199254740993"])
+def test_a_step_id_that_is_no_integer_is_named_as_written(good, tmp_path, step):
+    """The figures of step_trace_time.csv are parsed as numbers; its Step column is read as
+    text, so the message quotes the id as the file writes it (a float would print 2.5 as
+    np.float64(2.5), and 2**53 + 1, which no float holds, as 9007199254740992.0)."""
+    bad = copy_of(LEVEL1, tmp_path, "step")
+    steps = bad / OUT / "step_trace_time.csv"
+    rows = rows_of(steps)
+    rows[1][rows[0].index("Step")] = step
+    write_rows(steps, rows)
+    assert_refused(good, bad, tmp_path, "step_trace_time.csv", "Step is not an integer",
+                   repr(step))

@@ -20,6 +20,7 @@ from profiles import Comm, aclnn, write_profile
 import cann_diff.read as read
 from cann_diff.errors import SchemaError
 from cann_diff.read import csv_files, rank_reduce, torch_text
+from cann_diff.read import reduce as reduce_module
 from cann_diff.read.rank_reduce import RankPlan, reduce_kernels, reduce_ranks, summary_of
 from cann_diff.read.reduce import combine
 
@@ -28,10 +29,12 @@ STEPS = (1, 2, 3)
 
 
 def _schedule(rank: int, step: int):
-    """Ranks run different kernels in a different order, so their categories differ."""
+    """Ranks run different kernels in a different order, so their categories differ; the
+    MatMul runs between the first Add and the others, which get shorter one by one, so a
+    rank's kernels are in the order of neither its summary rows nor their durations."""
     ops = [aclnn("Cast", 4.0 + rank, "8,8")] if rank % 2 else []
-    ops += [aclnn("Add", 2.0 + step, "8,8;8,8") for _ in range(rank + 1)]
-    ops.append(aclnn("MatMulV3", 10.0, f"{8 * (rank % 3 + 1)},8;8,8"))
+    ops += [aclnn("Add", 2.0 + step + 0.1 * (rank - k), "8,8;8,8") for k in range(rank + 1)]
+    ops.insert(len(ops) - rank, aclnn("MatMulV3", 10.0, f"{8 * (rank % 3 + 1)},8;8,8"))
     if rank != 4:  # sums of tenths, whose last bits depend on how they are added
         ops += [Comm("allReduce", 30.1 + 0.7 * k + 0.1 * rank) for k in range(4)]
     return ops
@@ -180,17 +183,25 @@ def test_a_table_read_as_text_gives_what_its_dictionaries_give(cluster, monkeypa
     _assert_same(as_dictionaries, as_text)
 
 
+@pytest.mark.parametrize("sampled", [False, True], ids=["every duration", "a sample"])
 @pytest.mark.parametrize("order", [[0, 1, 2, 3, 4, 5], [1, 0, 2, 5, 4]],
                          ids=["in slot order", "out of order, a rank left out"])
 def test_combine_of_shares_equals_combine_of_the_ranks_own_summaries(cluster, monkeypatch,
-                                                                     order):
+                                                                     order, sampled):
     """combine takes consecutive shares of one stack as one slice; the run's summary is the
-    one stacking every rank's own summary gives."""
+    one stacking every rank's own summary gives. Also when the side's budget is 3 short:
+    the largest fraction that fits is just under 11/12, where rank 5's three rows of 6 Adds
+    (one a step) keep 5 durations each, rank 3's two rows of 12 (its kernels have no step)
+    keep 11, and every row of 5 or fewer keeps all: ranks 0-2 and 4 keep their samples as
+    they are, though ranks beside them in their stack are resampled."""
     monkeypatch.setattr(rank_reduce, "STACK_ROWS", 60)  # stacks of ranks 0-2 and 3-5
     datas = _read(cluster)
     reduce_ranks(datas, RankPlan(keep_rows=False))
     assert all(d.share is not None for d in datas)
     assert datas[0].share.stack is datas[2].share.stack is not datas[3].share.stack
+    if sampled:
+        kernels = sum(int(summary_of(datas[n]).ops["count"].sum()) for n in order)
+        monkeypatch.setattr(reduce_module, "SAMPLE_BUDGET", kernels - 3)
     ids = [100 + 7 * n for n in order]
     shares = combine([(i, datas[n].share) for i, n in zip(ids, order)])
     owns = combine([(i, summary_of(datas[n])) for i, n in zip(ids, order)])
@@ -198,3 +209,15 @@ def test_combine_of_shares_equals_combine_of_the_ranks_own_summaries(cluster, mo
                          (shares.comm, owns.comm)):
         pd.testing.assert_frame_equal(_text(frame), _text(other), check_exact=True)
     assert sorted(set(shares.ops["rank"])) == sorted(ids)
+    assert shares.sampled == sampled
+    left_out = 3 + (2 if 3 in order else 0) if sampled else 0
+    assert len(shares.samples) == shares.ops["count"].sum() - left_out
+
+
+def test_dask_gets_small_chunks_whatever_the_local_jobs():
+    """A Dask cluster's size is unknown here: its tasks hold at most DASK_CHUNK_RANKS ranks."""
+    sources = list(range(100))
+    assert [len(c) for c in read._chunked(sources, 1)] == [25] * 4
+    chunks = read._chunked(sources, 1, read.DASK_CHUNK_RANKS)
+    assert [len(c) for c in chunks] == [16] * 6 + [4]
+    assert [s for c in chunks for s in c] == sources

@@ -184,13 +184,15 @@ def read_and_reduce_many(plan: RankPlan, sources: list[RankSource],
             result = source.format.read_rank(source.path)
             results.append(result)
             yield from result if isinstance(result, list) else [result]
-            if progress is not None:
+            if progress is not None and number < len(sources):  # the last once all is done
                 progress(number, len(sources))
 
     reduce_ranks(read(), plan)
     for source, result in zip(sources, results):
         if not isinstance(result, list):
             _read_memory_and_facts(plan, source, result)
+    if progress is not None:
+        progress(len(sources), len(sources))
     return results
 
 
@@ -307,12 +309,19 @@ def _read_on_dask(reader, chunks: list, scheduler: str, progress, timeout_s: flo
 Reader = Callable[..., list[RankData | list[RankData]]]
 
 
-def _chunked(sources: list[RankSource], workers: int) -> list[list[RankSource]]:
+# Ranks per Dask task: a cluster's size is not known here, so its tasks are many and small.
+DASK_CHUNK_RANKS = 16
+
+
+def _chunked(sources: list[RankSource], workers: int, most: int | None = None
+             ) -> list[list[RankSource]]:
     """Sources in ``TASKS_PER_WORKER`` chunks per worker (a chunk's small ranks stack).
 
-    Enough chunks that the workers finish together and progress moves.
+    Enough chunks that the workers finish together and progress moves; at most ``most``
+    sources a chunk.
     """
     size = max(1, math.ceil(len(sources) / (workers * TASKS_PER_WORKER)))
+    size = min(size, most) if most else size
     return [sources[i:i + size] for i in range(0, len(sources), size)]
 
 
@@ -338,7 +347,7 @@ def read_all(reader: Reader, sources: list[RankSource], jobs: int,
         return lambda number, _: progress(int(done[number]), len(sources))
 
     if scheduler:
-        chunks = _chunked(sources, max(jobs, 1))
+        chunks = _chunked(sources, max(jobs, 1), DASK_CHUNK_RANKS)
         return flat([r for rs in _read_on_dask(reader, chunks, scheduler, by_chunk(chunks),
                                                timeout_s) for r in rs])
     if jobs >= 2 and len(sources) >= RANK_PROCESS_MIN:

@@ -380,7 +380,7 @@ def read_step_trace(path: Path) -> pd.DataFrame | None:
     if missing:
         raise SchemaError(path, f"missing column(s) {', '.join(missing)}")
     try:  # Arrow parses the figures; a value that is no number is read again as text
-        frame = read_csv_columns(path, picked, numeric=(*STAGE_FIELDS, "step"))
+        frame = read_csv_columns(path, picked, numeric=STAGE_FIELDS)
     except InputError:
         frame = read_csv_columns(path, picked)
     if frame.empty:

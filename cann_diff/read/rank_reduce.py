@@ -6,7 +6,8 @@ names, validation, step spans and summaries are computed once over the stack wit
 rank's position as the rank key, and each rank keeps its share of the stack's summary
 (``reduce.StackShare``). On a rank of 164 kernels, pandas' per-call overhead was most of
 a reduce that cost ~13 ms. A rank's share is what reducing it alone gives, row for row
-and in order (``summary_of``).
+and in order (``summary_of``); only its categoricals' category lists are the stack's
+(every value any rank of the stack had, in the stack's order), not the rank's own.
 """
 
 from __future__ import annotations

@@ -294,14 +294,19 @@ def _run_piece(shares: list[StackShare], ranks: list[int]) -> _Piece:
                   np.repeat(np.array(ranks, dtype=np.int64), np.diff(comm)))
 
 
-def _pieces(parts: list[tuple[int, RunSummary | StackShare]]) -> list[_Piece]:
-    """The parts, consecutive shares of one stack (slots one after another) joined."""
+def _pieces(parts: list[tuple[int, RunSummary | StackShare]], join: bool = True
+            ) -> list[_Piece]:
+    """The parts, consecutive shares of one stack (slots one after another) joined.
+
+    ``join=False`` keeps every share a piece of its own: ``_resample`` leaves a piece's
+    samples as they are when all of them fit, so a run must not be judged as a whole.
+    """
     pieces: list[_Piece] = []
     shares: list[StackShare] = []
     ranks: list[int] = []
     for rank, part in parts:
-        if isinstance(part, StackShare) and shares and part.stack is shares[-1].stack \
-                and part.slot == shares[-1].slot + 1:
+        if join and isinstance(part, StackShare) and shares \
+                and part.stack is shares[-1].stack and part.slot == shares[-1].slot + 1:
             shares.append(part)
             ranks.append(rank)
             continue
@@ -339,6 +344,9 @@ def combine(parts: list[tuple[int, RunSummary | StackShare]]) -> RunSummary:
     counts = [p.summary.ops["count"].to_numpy(np.int64) for p in pieces]
     fraction = min([p.summary.fraction for p in pieces] +
                    [sample_fraction(np.concatenate(counts), SAMPLE_BUDGET)])
+    if fraction < 1:  # resampled rank by rank, as their own summaries would be
+        pieces = _pieces(parts, join=False)
+        counts = [p.summary.ops["count"].to_numpy(np.int64) for p in pieces]
     offsets = np.cumsum([0] + [len(c) for c in counts[:-1]])
     rows, durations, sampled = [], [], False
     for piece, piece_counts, offset in zip(pieces, counts, offsets):
