@@ -354,8 +354,7 @@ def _stage_figures(frame: pd.DataFrame) -> None:
     call per column cost ~0.1 ms each on a rank's few steps.
     """
     present = [field for field in STAGE_FIELDS if field in frame]
-    text = [field for field in present if frame[field].dtype != np.float64]
-    if text:
+    if any(frame[field].dtype != np.float64 for field in present):
         stacked = pd.concat([frame[field] for field in present], ignore_index=True)
         parsed = pd.to_numeric(stacked, errors="coerce").astype("float64").to_numpy()
         for field, values in zip(present, parsed.reshape(len(present), len(frame))):

@@ -246,19 +246,24 @@ class Stack:
     comm: np.ndarray
     reader_ranks: np.ndarray  # the rank id each rank's reader gave its communication rows
 
+    def slots(self, first: int, last: int) -> RunSummary:
+        """The summary rows of slots ``first`` … ``last - 1``, samples renumbered to them."""
+        rows, comm = slice(self.rows[first], self.rows[last]), \
+            slice(self.comm[first], self.comm[last])
+        picked = slice(self.samples[first], self.samples[last])
+        samples = pd.DataFrame({"row": self.summary.samples["row"].to_numpy()[picked]
+                                - self.rows[first],
+                                "dur_us": self.summary.samples["dur_us"].to_numpy()[picked]})
+        return RunSummary(self.summary.ops.iloc[rows], samples, self.summary.comm.iloc[comm])
+
     def rank_summary(self, slot: int) -> RunSummary:
         """Slot ``slot``'s summary, as reducing that rank alone gives it."""
-        first, last = self.rows[slot], self.rows[slot + 1]
-        comm_first, comm_last = self.comm[slot], self.comm[slot + 1]
-        picked = slice(self.samples[slot], self.samples[slot + 1])
-        empty = empty_summary()
+        part, empty = self.slots(slot, slot + 1), empty_summary()
         return RunSummary(
-            self.summary.ops.iloc[first:last].reset_index(drop=True).assign(rank=0)
-            if last > first else empty.ops,
-            pd.DataFrame({"row": self.summary.samples["row"].to_numpy()[picked] - first,
-                          "dur_us": self.summary.samples["dur_us"].to_numpy()[picked]}),
-            self.summary.comm.iloc[comm_first:comm_last].reset_index(drop=True).assign(
-                rank=self.reader_ranks[slot]) if comm_last > comm_first else empty.comm)
+            part.ops.reset_index(drop=True).assign(rank=0) if len(part.ops) else empty.ops,
+            part.samples,
+            part.comm.reset_index(drop=True).assign(rank=self.reader_ranks[slot])
+            if len(part.comm) else empty.comm)
 
 
 @dataclass(frozen=True, eq=False)
@@ -284,14 +289,10 @@ class _Piece:
 
 def _run_piece(shares: list[StackShare], ranks: list[int]) -> _Piece:
     stack, first, last = shares[0].stack, shares[0].slot, shares[-1].slot + 1
-    rows, comm = stack.rows[first:last + 1], stack.comm[first:last + 1]
-    picked = slice(stack.samples[first], stack.samples[last])
-    samples = pd.DataFrame({"row": stack.summary.samples["row"].to_numpy()[picked] - rows[0],
-                            "dur_us": stack.summary.samples["dur_us"].to_numpy()[picked]})
-    summary = RunSummary(stack.summary.ops.iloc[rows[0]:rows[-1]], samples,
-                         stack.summary.comm.iloc[comm[0]:comm[-1]])
-    return _Piece(summary, np.repeat(np.array(ranks, dtype=np.int64), np.diff(rows)),
-                  np.repeat(np.array(ranks, dtype=np.int64), np.diff(comm)))
+    ids = np.array(ranks, dtype=np.int64)
+    return _Piece(stack.slots(first, last),
+                  np.repeat(ids, np.diff(stack.rows[first:last + 1])),
+                  np.repeat(ids, np.diff(stack.comm[first:last + 1])))
 
 
 def _pieces(parts: list[tuple[int, RunSummary | StackShare]], join: bool = True
