@@ -60,10 +60,27 @@ class CannDiffError(Exception):
         self.message = message
         super().__init__(str(self))
 
+    def __reduce__(self):
+        """Pickle by the constructor's own arguments, so a worker's error is raised again.
+
+        An exception pickles as ``type(error)(*error.args)`` by default, and ``args`` here is
+        the rendered line, which no constructor takes; worker processes and Dask workers
+        hand errors back pickled.
+        """
+        return (_rebuild, (type(self), self.path, self.message, self.where))
+
     def __str__(self) -> str:
         """Render as ``path:where: message`` like a compiler diagnostic, on one line."""
         parts = [escape_controls(p) for p in (self.path, self.where) if p]
         return ": ".join([*parts, one_line(self.message)])
+
+
+def _rebuild(kind: type[CannDiffError], path: str | None, message: str,
+             where: str | None) -> CannDiffError:
+    """A CannDiffError of ``kind`` from its parts (subclasses may take other arguments)."""
+    error = kind.__new__(kind)
+    CannDiffError.__init__(error, path, message, where)
+    return error
 
 
 class InputError(CannDiffError):

@@ -9,12 +9,11 @@ from .compare import Comparison, compare
 from .compare.framework import FrameworkComparison, compare_framework
 from .compare.memory import MemoryComparison, compare_memory, copy_summary
 from .compare.stats import load_distributions
-from .errors import CannDiffError
 from .findings import SEVERITY_ORDER, Analysis, Finding, analyse
 from .match import match
 from .read import StepRanges, load_run
 from .read.memory import MemoryData
-from .read.workers import Failed, kill_pool, pool_context
+from .read.workers import kill_pool, pool_context
 from .report import Invocation, Report, build_report
 from .schema import Run
 from .settings import Settings
@@ -155,18 +154,6 @@ def distinct_labels(runs: list[Run], paths: list[str | Path],
     return out
 
 
-def _read_side_in_worker(path, label, side: str, options: Options):
-    """``read_side`` in a worker process: the Run, or the CannDiffError's parts to re-raise.
-
-    A CannDiffError does not survive pickling (its constructor takes more than its
-    message), so it travels as (class, path, message, where).
-    """
-    try:
-        return read_side(path, label, side, options)
-    except CannDiffError as error:
-        return Failed(type(error), error.path, error.message, error.where)
-
-
 PROCESS_MIN_BYTES = 64 * 2**20  # below this a worker's start-up (~1 s) costs more than it saves
 # A side worker wants two cores of its own: one for its Python, one for pyarrow's parse.
 # With two jobs in all, two sides in processes ran 17-25 % slower (wall) than one after the
@@ -224,14 +211,12 @@ def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options
     pool = ProcessPoolExecutor(max_workers=workers,
                                mp_context=pool_context("cann_diff.pipeline"))
     try:
-        futures = [pool.submit(_read_side_in_worker, path, label, side, share)
+        futures = [pool.submit(read_side, path, label, side, share)
                    for path, label, side in items]
         load_distributions()  # the comparison's import, while the workers read
         runs = []
         for future, (_, _, side) in zip(futures, items):
             run = future.result()
-            if isinstance(run, Failed):
-                run.raise_it()
             ranks = len(run.meta.ranks)
             rank_progress(side, ranks, ranks)
             progress(f"  {side}: {run.summary.kernels:,} kernels, "

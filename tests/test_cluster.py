@@ -117,6 +117,26 @@ def test_dask_local_cluster_gives_the_same_numbers(runs):
     assert on_dask.report.to_dict() == local.report.to_dict()
 
 
+def test_dask_worker_processes_same_report_and_bad_rank_exit_2(runs, tmp_path):
+    """Dask workers in their own processes hand back results and errors pickled."""
+    distributed = pytest.importorskip("distributed")
+    bad = tmp_path / "bad"
+    shutil.copytree(runs["slow"], bad)
+    rank3 = next(p for p in bad.iterdir() if p.name.startswith("node0_4003_"))
+    kernels = rank3 / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv"
+    kernels.write_text("Name,Type\nMatMul,MatMul\n")  # no Duration(us): unusable
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        address = cluster.scheduler_address
+        on_dask = diff(runs["base"], runs["slow"], Options(scheduler=address))
+        result = CliRunner().invoke(main, [str(runs["base"]), str(bad), "--scheduler",
+                                           address, "-q", "--no-charts",
+                                           "-o", str(tmp_path / "out")])
+    assert on_dask.report.to_dict() == diff(runs["base"], runs["slow"]).report.to_dict()
+    assert result.exit_code == 2, result.output
+    assert "kernel_details.csv" in result.output and "internal error" not in result.output
+
+
 def test_unreachable_scheduler_is_exit_2(runs):
     pytest.importorskip("distributed")
     result = CliRunner().invoke(main, [str(runs["base"]), str(runs["slow"]), "--scheduler",

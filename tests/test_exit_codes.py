@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import EXAMPLES, ROOT
 
+import cann_diff.errors
 import cann_diff.pipeline
 import cann_diff.render.markdown
 from cann_diff.cli import main
@@ -183,3 +184,17 @@ def test_a_signal_while_writing_exits_128_plus_it_and_leaves_the_old_report(sign
     assert stdout == ""
     assert snapshot(out) == before  # no stage, no *.tmp, the earlier report untouched
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("error", [InputError("a/kernel_details.csv", "no rows", "line 3"),
+                                   OutputError(None, "inside an input"),
+                                   cann_diff.errors.UsageError("--top", "must be ≥ 1")])
+def test_an_error_pickles_as_itself(error):
+    """Worker processes hand errors back pickled: class, parts and line survive."""
+    import pickle
+
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error)
+    assert (again.path, again.where, again.message, str(again)) == \
+        (error.path, error.where, error.message, str(error))
+    assert again.exit_code == error.exit_code == 2

@@ -13,8 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CannDiffError
-
 # A process pool pays a forkserver start (the package imported once, ~1 s of CPU) and
 # the pickling of every rank's summaries (~2 ms each); one rank's read costs ~10-30 ms.
 # Below this many ranks the threads of the caller's process are cheaper.
@@ -40,41 +38,14 @@ def pool_context(preload: str = "cann_diff.read") -> Any:
 
 
 @dataclass(frozen=True)
-class Failed:
-    """A CannDiffError raised in a worker, as its parts (the error itself does not pickle).
-
-    Its constructor takes more than its message, so it travels as (class, path,
-    message, where) and is raised again in the parent.
-    """
-
-    kind: type[CannDiffError]
-    path: str | None
-    message: str
-    where: str | None
-
-    def raise_it(self) -> None:
-        """Raise the worker's error in this process."""
-        error = self.kind.__new__(self.kind)
-        CannDiffError.__init__(error, self.path, self.message, self.where)
-        raise error
-
-
-@dataclass(frozen=True)
 class Batch:
-    """A picklable call of ``reader`` on several sources, one result (or Failed) each."""
+    """A picklable call of ``reader`` on several sources, one result each."""
 
     reader: Callable[[Any], Any]
 
     def __call__(self, sources: Sequence[Any]) -> list[Any]:
-        """Read ``sources`` in order; stop at the first CannDiffError, returned as Failed."""
-        results: list[Any] = []
-        for source in sources:
-            try:
-                results.append(self.reader(source))
-            except CannDiffError as error:
-                results.append(Failed(type(error), error.path, error.message, error.where))
-                break  # the parent raises the first error; the rest need not be read
-        return results
+        """Read ``sources`` in order; the first CannDiffError travels back pickled."""
+        return [self.reader(source) for source in sources]
 
 
 def kill_pool(pool: Any) -> None:
@@ -101,10 +72,7 @@ def read_in_processes(reader: Callable[[Any], Any], sources: Sequence[Any], jobs
         futures = [pool.submit(Batch(reader), batch) for batch in batches]
         results: list[Any] = []
         for future in futures:
-            for result in future.result():
-                if isinstance(result, Failed):
-                    result.raise_it()
-                results.append(result)
+            results += future.result()
             progress(len(results), len(sources))
     except BaseException:
         kill_pool(pool)
