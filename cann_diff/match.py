@@ -21,13 +21,13 @@ outer merge of the groups still unmatched (datacompy's ``_dataframe_merge`` patt
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .read.canonical import match_shapes
 from .settings import DEFAULT_SETTINGS, Settings
+from .vocab import Vocabulary
+from .vocab.shapes import match_shapes
 
 GROUP_KEY = ["op_type", "input_shapes"]
 KEY_COLUMNS = ["key_id", "op_type", "base_op_type", "new_op_type", "family", "input_shapes",
@@ -69,7 +69,7 @@ def _majority_category(ops: pd.DataFrame, row_group: np.ndarray) -> np.ndarray:
 
 
 def _groups(ops: pd.DataFrame, settings: Settings,
-            alias_map: Path | None) -> tuple[pd.DataFrame, np.ndarray]:
+            vocab: Vocabulary | None) -> tuple[pd.DataFrame, np.ndarray]:
     """Distinct (op_type, input_shapes) groups of one side, and each row's group number."""
     grouper = ops.groupby(GROUP_KEY, observed=True, sort=True)
     row_group = grouper.ngroup().to_numpy()
@@ -78,7 +78,7 @@ def _groups(ops: pd.DataFrame, settings: Settings,
     for column in groups.columns:
         groups[column] = groups[column].astype(str)
     forms = match_shapes(groups["op_type"], groups["input_shapes"],
-                         settings.attribute_input_max_elements, alias_map)
+                         settings.attribute_input_max_elements, vocab)
     groups = pd.concat([groups, forms], axis=1)
     groups["group"] = np.arange(len(groups))
     return groups, row_group
@@ -137,14 +137,14 @@ def _flatten(lists: pd.Series) -> list[int]:
 
 
 def match(base_ops: pd.DataFrame, new_ops: pd.DataFrame, *,
-          settings: Settings = DEFAULT_SETTINGS, alias_map: Path | None = None) -> Matched:
+          settings: Settings = DEFAULT_SETTINGS, vocab: Vocabulary | None = None) -> Matched:
     """Match the operator groups of two frames (``summary.ops`` or ``Run.ops``).
 
-    Both need ``op_type``, ``input_shapes``, ``family`` and ``category``. ``alias_map``
-    is the user's --alias-map file (its rename entries' ``set_aside_inputs``).
+    Both need ``op_type``, ``input_shapes``, ``family`` and ``category``. ``vocab`` holds
+    the renames whose ``set_aside_inputs`` are left out of the shapes (None: the package's).
     """
-    base_groups, base_row_group = _groups(base_ops, settings, alias_map)
-    new_groups, new_row_group = _groups(new_ops, settings, alias_map)
+    base_groups, base_row_group = _groups(base_ops, settings, vocab)
+    new_groups, new_row_group = _groups(new_ops, settings, vocab)
     exact, rest_base, rest_new = _rung(base_groups, new_groups, GROUP_KEY)
     family, rest_base, rest_new = _rung(rest_base, rest_new, ["family", "input_shapes"])
     normalized, rest_base, rest_new = _normalized_rung(rest_base, rest_new)

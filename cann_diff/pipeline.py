@@ -118,8 +118,9 @@ def compare_runs(base: Run, new: Run, options: Options = Options(),
     from the same ranks under the same rank ids (``load_run``).
     """
     progress("matching and comparing")
+    vocab = base.vocab  # both sides were read with the options' maps
     matched = match(base.summary.ops, new.summary.ops, settings=options.settings,
-                    alias_map=options.alias_map)
+                    vocab=vocab)
     comparison = compare(base, new, matched, options.settings)
     compared = compare_memory(_memory_of(base), _memory_of(new),
                               options.settings.threshold_pct,
@@ -133,7 +134,7 @@ def compare_runs(base: Run, new: Run, options: Options = Options(),
         # (profile_memory was off), not worth a note per rank.
         memory = replace(memory, warnings=tuple(w for w in memory.warnings
                                                 if "profile_memory=True?" not in w))
-    analysis = _with_memory_finding(analyse(comparison, options.fusion_map), memory)
+    analysis = _with_memory_finding(analyse(comparison, vocab), memory)
     progress("comparing framework operators")
     framework, framework_note = compare_framework(base, new, options.settings)
     report = build_report(comparison, analysis, options.top_n, memory, invocation,

@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import SchemaError
+from .vocab import Vocabulary, default_vocabulary
 
 if TYPE_CHECKING:  # the memory frames are described where they are read
     from .read.memory import MemoryData
@@ -227,6 +228,8 @@ class Run:
     # when the profile links no host op to its kernels, ``framework_note`` then says why.
     framework: pd.DataFrame | None = None
     framework_note: str = ""
+    # The tables its canonical names were derived with (the package's and the user's maps).
+    vocab: Vocabulary = field(default_factory=default_vocabulary)
 
 
 def empty_comm() -> pd.DataFrame:

@@ -29,7 +29,7 @@ from profiles import Comm, Kernel, aclnn, write_profile
 
 from cann_diff.cli import main
 from cann_diff.pipeline import Options, diff
-from cann_diff.read.canonical import canonical_names
+from cann_diff.vocab.names import canonical_names
 
 K = 4
 X = "4096,2048;2048,4096"

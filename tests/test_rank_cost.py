@@ -1,7 +1,7 @@
 """Many ranks: every way of reading them (in order, threads, worker processes) gives one answer.
 
 The per-rank work is memoized per process and done on codes instead of groupbys
-(``read/canonical.py``, ``read/reduce.py``); the ranks of an input are read in worker
+(``vocab/names.py``, ``read/reduce.py``); the ranks of an input are read in worker
 processes with ``jobs`` ≥ 2 (``read/workers.py``). Timings belong in benchmarks/; these
 tests check that the answers stay the same and add up to what was written.
 """
@@ -17,7 +17,9 @@ from profiles import Comm, aclnn, write_profile
 import cann_diff.read as read
 from cann_diff import pipeline
 from cann_diff.errors import InputError
-from cann_diff.read import canonical, workers
+from cann_diff.read import workers
+from cann_diff.vocab import default_vocabulary
+from cann_diff.vocab import names as canonical
 from cann_diff.read.derive import concat_frames
 from cann_diff.read.reduce import group_ids
 
@@ -153,7 +155,7 @@ def test_memoized_names_equal_the_rules():
     types = pd.Series(["MatMulV3", "N/A", "N/A", "MatmulAllReduce", "MEMCPY_ASYNC", "N/A"])
     cores = pd.Series(["AI_CORE", "HCCL", "AI_CORE", "MIX_AIC", "AI_CPU", "N/A"])
     canonical._KNOWN_NAMES.clear()
-    rules = canonical._derive_names(names, types, cores, None, None)
+    rules = canonical._derive_names(names, types, cores, default_vocabulary())
     cold = canonical.canonical_names(names, types, cores)
     warm = canonical.canonical_names(names[::-1], types[::-1], cores[::-1])
     pd.testing.assert_frame_equal(cold, rules, check_exact=True)

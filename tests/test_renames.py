@@ -29,7 +29,9 @@ from profiles import Kernel, write_profile
 from cann_diff.errors import InputError
 from cann_diff.match import match
 from cann_diff.read import load_run
-from cann_diff.read.canonical import alias_table, canonical_names, match_shapes, rename_table
+from cann_diff.read.maps import load_vocabulary
+from cann_diff.vocab.names import canonical_names
+from cann_diff.vocab.shapes import match_shapes
 
 RENAMES = json.loads((Path(__file__).resolve().parent.parent / "cann_diff" / "data"
                       / "renames.json").read_text("utf-8"))
@@ -171,17 +173,16 @@ def test_an_alias_map_rename_entry_adds_a_family_and_its_set_aside_inputs(tmp_pa
     user.write_text(json.dumps({"Gemm": "MatMul", "FancyOpD": {
         "to": ["FancyOpV2"], "family": "FancyOp", "set_aside_inputs": [0],
         "source": "crafted"}}))
-    alias_table.cache_clear()
-    rename_table.cache_clear()
-    assert alias_table(user)["FancyOpD"] == "FancyOp"
-    assert rename_table(user)["FancyOpD"].set_aside_inputs == (0,)
+    vocab = load_vocabulary(None, user)
+    assert vocab.aliases["FancyOpD"] == "FancyOp"
+    assert vocab.renames["FancyOpD"].set_aside_inputs == (0,)
     base_ops = [Kernel("FancyOpD_1", "FancyOpD", "AI_CORE", 5.0, "4096;64,64")]
     new_ops = [Kernel("FancyOpV2_1", "FancyOpV2", "AI_CORE", 5.0, "64,64")]
     base = load_run(write_profile(tmp_path, "base", base_ops, steps=(1,),
                                   communication_json=False).path, alias_map=user)
     new = load_run(write_profile(tmp_path, "new", new_ops, steps=(1,),
                                  communication_json=False).path, alias_map=user)
-    keys = match(base.summary.ops, new.summary.ops, alias_map=user).keys
+    keys = match(base.summary.ops, new.summary.ops, vocab=base.vocab).keys
     assert keys[["op_type", "match_kind"]].values.tolist() == \
         [["FancyOpD→FancyOpV2", "renamed"]]
     without = match(base.summary.ops, new.summary.ops).keys  # no map: 4096 stays data
@@ -191,9 +192,9 @@ def test_an_alias_map_rename_entry_adds_a_family_and_its_set_aside_inputs(tmp_pa
 def test_a_malformed_rename_entry_is_an_input_error(tmp_path):
     user = tmp_path / "bad.json"
     user.write_text(json.dumps({"FooD": {"to": ["Foo"], "set_aside_inputs": ["x"]}}))
-    rename_table.cache_clear()
-    with pytest.raises(InputError, match="FooD"):
-        rename_table(user)
+    with pytest.raises(InputError, match="FooD") as error:
+        load_vocabulary(None, user)
+    assert error.value.path == str(user)
 
 
 # ------------------------------------------------------------------- the real pair
@@ -276,3 +277,18 @@ def test_the_real_pair_leaves_fewer_keys_one_sided_than_exact_and_family_alone(r
     keys = real_pair[2].keys
     removed, added = keys["new_op_type"].isna().sum(), keys["base_op_type"].isna().sum()
     assert removed <= 72 - 18 and added <= 34 - 18
+
+
+def test_a_vocabulary_with_user_maps_pickles_whole(tmp_path):
+    """Worker processes get the vocabulary itself, not the paths of the user's maps."""
+    import pickle
+
+    user = tmp_path / "aliases.json"
+    user.write_text(json.dumps({"Gemm": "MatMul", "FancyOpD": {
+        "to": ["FancyOpV2"], "family": "FancyOp", "set_aside_inputs": [0]}}))
+    vocab = load_vocabulary(None, user)
+    again = pickle.loads(pickle.dumps(vocab))
+    assert again.key == (None, str(user))
+    assert (again.fusion, again.renames, again.aliases) == \
+        (vocab.fusion, vocab.renames, vocab.aliases)
+    assert again.aliases["FancyOpD"] == "FancyOp" and "MatmulAllReduce" in again.fusion

@@ -10,9 +10,8 @@ about Computing comes from one arithmetic, ``ComputeSplit`` (compute_split.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-
 from ..compare import Comparison
+from ..vocab import Vocabulary
 from .base import FINDING_IDS, SEVERITY_ORDER, Finding
 from .comm_hides_compute import comm_hides_compute
 from .compute_split import ComputeSplit, split_computing
@@ -44,9 +43,9 @@ class Analysis:
         return claimed_instances(list(self.fusion))
 
 
-def analyse(cmp: Comparison, fusion_map: Path | None = None) -> Analysis:
-    """Findings for a Comparison, most severe first."""
-    groups, claimed = detect_fusion(cmp, fusion_map)
+def analyse(cmp: Comparison, vocab: Vocabulary | None = None) -> Analysis:
+    """Findings for a Comparison, most severe first (``vocab``: its fusion table)."""
+    groups, claimed = detect_fusion(cmp, vocab)
     compute = split_computing(cmp, groups)
     findings = [fusion_finding(g) for g in groups]
     hidden = comm_hides_compute(cmp, groups, compute)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..compare import Comparison
-from ..read.canonical import FusedOp, fusion_table
+from ..vocab import FusedOp, Vocabulary, default_vocabulary
 from .base import Finding, ms
 
 
@@ -157,7 +156,7 @@ def claimed_instances(groups: list[FusionGroup]) -> tuple[dict[int, float], dict
     return base, new
 
 
-def detect_fusion(cmp: Comparison, fusion_map: Path | None = None):
+def detect_fusion(cmp: Comparison, vocab: Vocabulary | None = None):
     """Fusion groups in both directions, and the operator keys they claim entirely.
 
     A key is claimed entirely (listed with its group, not as an operator of its own)
@@ -166,7 +165,7 @@ def detect_fusion(cmp: Comparison, fusion_map: Path | None = None):
     """
     groups: list[FusionGroup] = []
     owner: dict[int, str] = {}
-    for spec in fusion_table(fusion_map).values():
+    for spec in (vocab or default_vocabulary()).fusion.values():
         group = _detect_one(spec, cmp, claimed_instances(groups))
         if group:
             groups.append(group)

@@ -27,11 +27,13 @@ import pandas as pd
 from ..errors import InputError
 from ..schema import STEP_COLUMNS, Run, RunMeta, RunSummary, conform_ops, empty_comm
 from ..settings import DEFAULT_SETTINGS, Settings
+from ..vocab import Vocabulary
 from . import cluster_output, kernelless, msprof_dirs, sqlite_db, torch_text, trace_json
 from .base import RankData
 from .derive import concat_frames, concat_ranks
 from .files import is_directory, list_dir, present
 from .framework import combine_framework
+from .maps import load_vocabulary
 from .memory import MemoryData, memory_data, read_rank_memory, select_memory, step_intervals
 from .provenance import rank_facts, read_provenance
 from .rank_reduce import RankPlan, StepRanges, in_ranges, reduce_ranks
@@ -432,7 +434,7 @@ def load_run(path: str | Path, label: str | None = None, *,
              settings: Settings = DEFAULT_SETTINGS, fusion_map: Path | None = None,
              alias_map: Path | None = None, jobs: int = 1, scheduler: str | None = None,
              keep_rows: bool = True, steps: StepRanges | None = None,
-             progress=lambda done, total: None) -> Run:
+             progress=lambda done, total: None, vocab: Vocabulary | None = None) -> Run:
     """Read a profile (any supported layout) into a canonical Run, memory included.
 
     ``label`` defaults to the directory name; ranks are read by ``jobs`` threads, or
@@ -450,7 +452,8 @@ def load_run(path: str | Path, label: str | None = None, *,
     yields warnings instead.
     """
     path = Path(path)
-    plan = RankPlan(fusion_map, alias_map, None, keep_rows, steps)
+    vocab = vocab or load_vocabulary(fusion_map, alias_map)
+    plan = RankPlan(vocab, None, keep_rows, steps)
     fmt, datas, warnings = _read_ranks(path, settings, plan, jobs, scheduler, progress)
     for data in datas:
         warnings += data.warnings
@@ -489,7 +492,8 @@ def load_run(path: str | Path, label: str | None = None, *,
     framework, framework_note = combine_framework(datas)
     return Run(label or default_label(path), _meta_of(path, fmt, datas), ops, step_frame, comm,
                summary, step_source, tuple(warnings + note),
-               _memory_of(datas, keep_rows, steps), without_kernels, framework, framework_note)
+               _memory_of(datas, keep_rows, steps), without_kernels, framework, framework_note,
+               vocab)
 
 
 def _rows_of(datas: list[RankData]) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import SchemaError
-from .canonical import normalize_distinct
+from ..vocab.memo import normalize_distinct
 from .trace_events import DEVICE_PROCESSES, TraceScan, _key, scan_trace, ts_to_ns
 from .trace_select import NotVouched, select_events
 

@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, SchemaError
-from .canonical import copy_direction
+from ..vocab.names import copy_direction
 from .csv_files import read_csv_columns, read_header
 from .files import DepthGuard, brief
 from .sqlite_db import DB_ERRORS, open_readonly, sqlite_problem

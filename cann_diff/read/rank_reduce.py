@@ -13,16 +13,18 @@ and in order (``summary_of``); only its categoricals' category lists are the sta
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from ..errors import CannDiffError
 from ..schema import OP_COLUMNS, RunSummary, conform_ops, validate
+from ..vocab import Vocabulary, default_vocabulary
+from ..vocab.memo import normalize_distinct
+from ..vocab.names import canonicalize
+from ..vocab.shapes import normalize_dtypes, normalize_shapes
 from .base import RankData
-from .canonical import canonicalize, normalize_distinct, normalize_dtypes, normalize_shapes
 from .derive import concat_frames, concat_ranks
 from .framework import host_links_of, reduce_framework
 from .reduce import Stack, StackShare, sort_codes, summarize
@@ -43,11 +45,10 @@ class RankPlan:
 
     ``max_samples`` bounds the durations a rank keeps (``samples_per_rank``); ``keep_rows``
     keeps the canonical rows and raw memory samples beside the summaries; ``steps`` selects
-    kernels, steps, communication and memory samples alike.
+    kernels, steps, communication and memory samples alike; ``vocab`` names the kernels.
     """
 
-    fusion_map: Path | None = None
-    alias_map: Path | None = None
+    vocab: Vocabulary = field(default_factory=default_vocabulary)
     max_samples: int | None = None
     keep_rows: bool = True
     steps: StepRanges | None = None
@@ -63,13 +64,13 @@ def in_ranges(steps: pd.Series, ranges: StepRanges) -> np.ndarray:
     return keep
 
 
-def normalize_ops(ops: pd.DataFrame, fusion_map: Path | None, alias_map: Path | None,
+def normalize_ops(ops: pd.DataFrame, vocab: Vocabulary,
                   rank: int | np.ndarray = 0) -> pd.DataFrame:
     """Raw rows → canonical rows; ``rank`` is 0 (the id comes later) or each row's slot."""
     ops["rank"] = rank
     ops["input_shapes"] = normalize_distinct(ops["input_shapes"], normalize_shapes)
     ops["input_dtypes"] = normalize_distinct(ops["input_dtypes"], normalize_dtypes)
-    return conform_ops(canonicalize(ops, fusion_map, alias_map))
+    return conform_ops(canonicalize(ops, vocab))
 
 
 def _drop_rows_outside_steps(data: RankData) -> None:
@@ -141,7 +142,7 @@ def reduce_kernels(data: RankData, plan: RankPlan) -> None:
     """Canonical rows of the chosen steps, then a RunSummary (rows dropped unless kept)."""
     data.has_kernels = len(data.ops) > 0
     if data.has_kernels:
-        data.ops = normalize_ops(data.ops, plan.fusion_map, plan.alias_map)
+        data.ops = normalize_ops(data.ops, plan.vocab)
         validate(data.ops)
         _drop_rows_outside_steps(data)
         data.step_spans = step_spans(data.ops)
@@ -212,8 +213,7 @@ def _reduce_stack(datas: list[RankData], plan: RankPlan) -> None:
     lengths = np.array([len(d.ops) for d in datas])
     slot = np.repeat(np.arange(len(datas), dtype=np.int64), lengths)
     try:
-        ops = normalize_ops(concat_frames(d.ops for d in datas), plan.fusion_map,
-                            plan.alias_map, slot)
+        ops = normalize_ops(concat_frames(d.ops for d in datas), plan.vocab, slot)
         validate(ops)
     except CannDiffError:
         for data in datas:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..schema import COMM_SUMMARY_KEY, SUMMARY_KEY, RunSummary
-from .canonical import copy_direction
+from ..vocab.names import copy_direction
 from .derive import concat_frames
 from .timeline import exposed_communication_us
 

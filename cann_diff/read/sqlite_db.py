@@ -34,7 +34,7 @@ import pandas as pd
 from ..errors import InputError, SchemaError
 from ..schema import COMM_COLUMNS, STAGE_FIELDS
 from .base import RankData
-from .canonical import canonical_names
+from ..vocab.names import canonical_names
 from .derive import (
     as_category,
     assign_steps,
