@@ -19,10 +19,10 @@ from conftest import REALDATA, needs_realdata
 
 from cann_diff.compare import memory
 from cann_diff.compare.memory import compare_memory, copy_summary, read_memory
-from cann_diff.vocab.names import copy_direction
 from cann_diff.read.reduce import summarize_ops
 from cann_diff.render.memory import render_memory_markdown
 from cann_diff.schema import conform_ops
+from cann_diff.vocab.names import copy_direction
 
 MIB = 2**20
 GB = 1e9

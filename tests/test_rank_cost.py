@@ -18,10 +18,10 @@ import cann_diff.read as read
 from cann_diff import pipeline
 from cann_diff.errors import InputError
 from cann_diff.read import workers
-from cann_diff.vocab import default_vocabulary
-from cann_diff.vocab import names as canonical
 from cann_diff.read.derive import concat_frames
 from cann_diff.read.reduce import group_ids
+from cann_diff.vocab import default_vocabulary
+from cann_diff.vocab import names as canonical
 
 RANKS = range(6)
 STEPS = (1, 2)

@@ -37,8 +37,8 @@ from conftest import DATA, REALDATA, needs_realdata
 
 from cann_diff.cli import main
 from cann_diff.read import load_run
-from cann_diff.vocab.names import canonical_names
 from cann_diff.read.timeline import step_breakdown_from_kernels
+from cann_diff.vocab.names import canonical_names
 
 COPIES = DATA / "realdata"
 MI_TEXT = "Ascend__msinsight/test/data/pytorch/text"

@@ -10,6 +10,7 @@ about Computing comes from one arithmetic, ``ComputeSplit`` (compute_split.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from ..compare import Comparison
 from ..vocab import Vocabulary
 from .base import FINDING_IDS, SEVERITY_ORDER, Finding

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import sqlite_db
 from ..vocab.memo import normalize_distinct
+from . import sqlite_db
 from .host_links import MODULE_PREFIX, HostLinks, _clean_shapes
 
 API_OP, API_TRACE = 50001, 50003  # ENUM_API_TYPE op / trace (python function)

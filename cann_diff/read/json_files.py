@@ -11,8 +11,8 @@ import pandas as pd
 
 from ..errors import InputError, SchemaError
 from ..schema import COMM_COLUMNS
-from . import fast_json
 from ..vocab.names import comm_types
+from . import fast_json
 from .files import brief, check_depth, json_problem, read_bytes
 
 LINK_TYPES = ("RDMA", "HCCS", "PCIE", "SDMA", "SIO")

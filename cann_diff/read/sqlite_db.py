@@ -33,8 +33,8 @@ import pandas as pd
 
 from ..errors import InputError, SchemaError
 from ..schema import COMM_COLUMNS, STAGE_FIELDS
-from .base import RankData
 from ..vocab.names import canonical_names
+from .base import RankData
 from .derive import (
     as_category,
     assign_steps,

@@ -1,11 +1,11 @@
-"""The vocabulary every stage speaks: canonical operator names, families, renames,
-communication types and the MC2 fusion table.
+"""The vocabulary every stage speaks: operator names, families, renames, MC2 fusion.
 
-A ``Vocabulary`` is built once per comparison from the package tables (``cann_diff/data``)
-and the user's ``--fusion-map`` / ``--alias-map`` (read by ``read/maps.py``), and handed to
-whoever needs it: the readers' normalization, the match ladder, the fusion finding. It is
-plain data, so it pickles to worker processes. Nothing here reads a profile, and no
-module here imports a stage.
+Canonical names, families, communication types and the MC2 fusion table live here. A
+``Vocabulary`` is built once per comparison from the package tables (``cann_diff/data``)
+and the user's ``--fusion-map`` / ``--alias-map`` (read by ``read/maps.py``), and handed
+to whoever needs it: the readers' normalization, the match ladder, the fusion finding.
+It is plain data, so it pickles to worker processes. Nothing here reads a profile, and
+no module here imports a stage.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import pandas as pd
 from .names import MISSING
 from .tables import Rename, Vocabulary, default_vocabulary
 
+
 def normalize_shapes(values: pd.Series) -> pd.Series:
     """Shapes as ``d,d;d,d``: quotes, blanks and ``N/A`` removed."""
     text = values.astype(str).str.replace('"', "", regex=False).str.replace(" ", "", regex=False)
