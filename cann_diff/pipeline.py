@@ -12,10 +12,9 @@ from .compare.stats import load_distributions
 from .findings import SEVERITY_ORDER, Analysis, Finding, analyse
 from .match import match
 from .read import StepRanges, load_run
-from .read.memory import MemoryData
 from .read.workers import kill_pool, pool_context
 from .report import Invocation, Report, build_report
-from .schema import Run
+from .schema import MemoryData, Run
 from .settings import Settings
 
 

@@ -41,22 +41,24 @@ built per rank where the rank was read (``read/reduce.py``):
   the quantiles at (i + ½)/k of its sorted durations;
 * ``summary.comm`` — one row per (rank, step, comm_type, group) with ``ops`` and the sums
   of the numeric ``COMM_COLUMNS`` (and per-link ``*_mb``/``*_us`` where known).
+
+``Run.memory`` — the device memory of the same ranks (``MemoryData``), reduced per rank to
+a ``MemorySummary`` where it is read (``read/memory.py``).
+
+``Run.framework`` — kernels per framework operator instance (``read/framework.py``
+``FRAMEWORK_COLUMNS``); kernels no host→device link reaches are the operator ``UNLINKED``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from .errors import SchemaError
 from .vocab import Vocabulary, default_vocabulary
-
-if TYPE_CHECKING:  # the memory frames are described where they are read
-    from .read.memory import MemoryData
 
 CATEGORIES = ("compute", "communication", "mc2", "memcpy", "aicpu", "other")
 
@@ -102,6 +104,103 @@ COMM_COLUMNS = (
     "idle_us",
     "transit_mb",
 )
+
+
+# --------------------------------------------------------------------------- device memory
+
+MAX_POINTS = 2000  # memory timeline samples kept per rank and component
+
+# Columns of the per-rank memory summaries (each also has ``rank`` in front).
+PEAK_COLUMNS = ("component", "allocated_mb", "reserved_mb")
+TIMELINE_COLUMNS = ("component", "time_ms", "reserved_mb")
+OPERATOR_TOTAL_COLUMNS = ("name", "count", "total_mb", "largest_mb")
+MODULE_PEAK_COLUMNS = ("component", "reserved_mb")
+HBM_TOTAL_COLUMNS = ("direction", "samples", "total_gbps", "peak_gbps")
+SPAN_COLUMNS = ("step", "start_us", "end_us")
+# Host↔device copies: totals per direction (db MEMCPY_INFO), directions in display order.
+COPY_COLUMNS = ("direction", "count", "bytes")
+COPY_DIRECTIONS = ("host_to_device", "device_to_host", "device_to_device", "other", "unknown")
+_TEXT_COLUMNS = {"component", "name"}
+
+
+def empty_frame(columns: tuple[str, ...]) -> pd.DataFrame:
+    """An empty frame with the given columns: text columns as str, the rest float64."""
+    return pd.DataFrame({c: pd.Series(dtype=str if c in _TEXT_COLUMNS else "float64")
+                         for c in columns})
+
+
+# Empty frames built once per process and copied: a rank without memory files needs a
+# dozen of them, and building one costs ten times its copy.
+_EMPTY_FRAMES: dict[tuple[bool, tuple[str, ...]], pd.DataFrame] = {}
+
+
+def memory_frame(columns: tuple[str, ...], ranked: bool = True) -> pd.DataFrame:
+    """A fresh empty memory frame, ``rank`` (int64) first when ``ranked``.
+
+    A ``direction`` column is object, other text str, the rest float64.
+    """
+    key = (ranked, columns)
+    if key not in _EMPTY_FRAMES:
+        frame = empty_frame(columns)
+        if "direction" in columns:
+            frame = frame.astype({"direction": "object"})
+        if ranked:
+            frame = frame.assign(rank=pd.Series(dtype="int64"))[["rank", *columns]]
+        _EMPTY_FRAMES[key] = frame
+    return _EMPTY_FRAMES[key].copy()
+
+
+@dataclass(frozen=True, eq=False)
+class MemorySummary:
+    """What the comparison reads, per rank; sizes in MB.
+
+    ``peaks``: rank, component, allocated_mb, reserved_mb (maxima; NaN when not recorded).
+    ``timelines``: rank, component, time_ms (since that rank's first sample of the
+    component), reserved_mb; at most MAX_POINTS rows per rank and component, the largest
+    sample of each time bucket. ``operators``: rank, name, count, total_mb, largest_mb.
+    ``modules``: rank, component, reserved_mb (peak). ``hbm``: rank, direction, samples,
+    total_gbps (sum over samples), peak_gbps.
+    """
+
+    peaks: pd.DataFrame = field(default_factory=lambda: memory_frame(PEAK_COLUMNS))
+    timelines: pd.DataFrame = field(default_factory=lambda: memory_frame(TIMELINE_COLUMNS))
+    operators: pd.DataFrame = field(
+        default_factory=lambda: memory_frame(OPERATOR_TOTAL_COLUMNS))
+    modules: pd.DataFrame = field(default_factory=lambda: memory_frame(MODULE_PEAK_COLUMNS))
+    hbm: pd.DataFrame = field(default_factory=lambda: memory_frame(HBM_TOTAL_COLUMNS))
+
+
+@dataclass(frozen=True, eq=False)
+class MemoryData:
+    """Memory of one input, every rank stacked; sizes in MB, times in µs.
+
+    ``summary`` is what the comparison reads. ``copies``: rank, direction, count, bytes
+    (db MEMCPY_INFO totals over the profile). ``warnings`` name what is missing. With
+    ``keep_rows`` the raw samples are kept too (else None): ``records`` (rank, component,
+    time_us, allocated_mb, reserved_mb), ``operators`` (rank, name, size_mb, one row per
+    allocation), ``modules`` (rank, component, time_us, reserved_mb) and ``hbm`` (rank,
+    direction, time_us, gbps). ``step_spans``: rank, step, start_us, end_us — each step's
+    span by its kernels (first start to last end, before any step selection), what a later
+    ``select_steps`` selects the raw samples by.
+    """
+
+    ranks: tuple[int, ...]
+    summary: MemorySummary = field(default_factory=MemorySummary)
+    warnings: tuple[str, ...] = ()
+    copies: pd.DataFrame = field(default_factory=lambda: memory_frame(COPY_COLUMNS))
+    records: pd.DataFrame | None = None
+    operators: pd.DataFrame | None = None
+    modules: pd.DataFrame | None = None
+    hbm: pd.DataFrame | None = None
+    step_spans: pd.DataFrame = field(default_factory=lambda: memory_frame(SPAN_COLUMNS))
+
+
+# --------------------------------------------------------------------------- framework
+
+# The framework operator of kernels no host→device link reaches: kept so that totals add up.
+UNLINKED = "(no framework op)"
+# What a run without host→device links cannot give.
+NO_LINKS = "framework-operator comparison unavailable"
 
 
 @dataclass(frozen=True)
@@ -209,7 +308,7 @@ class Run:
     profiler's own figures), ``kernels`` (recomputed from kernel intervals) or
     ``mixed`` (some ranks each). ``ops``/``comm`` are None unless rows were kept.
     ``memory`` is the device memory of the same ranks under the same ids, read in the same
-    pass (``read/memory.py``: ``MemoryData``); None only for a Run built by hand.
+    pass (``MemoryData``); None only for a Run built by hand.
     ``ranks_without_kernels`` lists the ranks read for their step breakdown, communication
     or memory alone (no kernel rows); a warning names them when other ranks have kernels.
     """

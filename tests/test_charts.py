@@ -15,8 +15,9 @@ from matplotlib.patches import Rectangle
 from profiles import aclnn, write_profile
 
 from cann_diff.compare.families import compare_families
-from cann_diff.compare.memory import compare_memory, read_memory
+from cann_diff.compare.memory import compare_memory
 from cann_diff.pipeline import diff
+from cann_diff.read import read_memory
 from cann_diff.render import charts, write_report
 
 # Okabe & Ito's eight colours, and the greys used for "no change" / free time.

@@ -28,7 +28,8 @@ from cann_diff.compare.framework import (
 )
 from cann_diff.pipeline import diff
 from cann_diff.read import load_run
-from cann_diff.read.framework import UNLINKED, Nesting
+from cann_diff.read.framework import Nesting
+from cann_diff.schema import UNLINKED
 from cann_diff.settings import Settings
 
 MSI = REALDATA / "Ascend__msinsight/test/data/pytorch"

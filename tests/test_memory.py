@@ -20,10 +20,12 @@ import pytest
 from conftest import REALDATA
 
 from cann_diff.compare import memory
-from cann_diff.compare.memory import MAX_POINTS, compare_memory, read_memory
+from cann_diff.compare.memory import compare_memory
 from cann_diff.errors import InputError, SchemaError
+from cann_diff.read import read_memory
 from cann_diff.render.charts import draw_memory_chart
 from cann_diff.render.memory import render_memory_markdown
+from cann_diff.schema import MAX_POINTS
 
 DATA = Path(__file__).parent / "data" / "memory"
 # ../shared/realdata beside the project; absent in a user's clone

@@ -18,7 +18,8 @@ import pytest
 from conftest import REALDATA, needs_realdata
 
 from cann_diff.compare import memory
-from cann_diff.compare.memory import compare_memory, copy_summary, read_memory
+from cann_diff.compare.memory import compare_memory, copy_summary
+from cann_diff.read import read_memory
 from cann_diff.read.reduce import summarize_ops
 from cann_diff.render.memory import render_memory_markdown
 from cann_diff.schema import conform_ops

@@ -17,14 +17,24 @@ import pytest
 from conftest import DATA
 from profiles import Comm, aclnn, write_profile
 
-from cann_diff.compare.memory import MAX_POINTS, compare_memory, read_memory
+from cann_diff.compare.memory import compare_memory
 from cann_diff.errors import InputError
 from cann_diff.match import match
 from cann_diff.pipeline import Options, diff
-from cann_diff.read import FORMATS, RankPlan, RankSource, load_run, reduce, select_steps, torch_text
+from cann_diff.read import (
+    FORMATS,
+    RankPlan,
+    RankSource,
+    load_run,
+    read_memory,
+    reduce,
+    select_steps,
+    torch_text,
+)
 from cann_diff.read import read_and_reduce as read_and_reduce_rank
 from cann_diff.read.rank_reduce import summary_of
 from cann_diff.read.timeline import exposed_communication_us
+from cann_diff.schema import MAX_POINTS
 
 LEVEL1 = DATA / "realdata" / "Ascend__msinsight" / "test" / "data" / "pytorch" / "text" / "level1"
 RANKS = tuple(range(4))

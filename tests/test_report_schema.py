@@ -12,8 +12,9 @@ import pytest
 from conftest import DATA, ROOT, schema_errors
 from jsonschema import Draft202012Validator
 
-from cann_diff.compare.memory import BandwidthChange, compare_memory, read_memory
+from cann_diff.compare.memory import BandwidthChange, compare_memory
 from cann_diff.pipeline import diff
+from cann_diff.read import read_memory
 from cann_diff.report import Invocation, json_schema
 
 SCHEMA = json_schema()

@@ -33,8 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..read.framework import NO_LINKS, UNLINKED
-from ..schema import Note, Run
+from ..schema import NO_LINKS, UNLINKED, Note, Run
 from ..settings import DEFAULT_SETTINGS, Settings
 from .stats import adjust_bh
 

@@ -1,8 +1,8 @@
 """Device memory of two runs: compare peaks, operators, modules, copies and HBM bandwidth.
 
 ``load_run`` reads the memory of an input with its kernels (``Run.memory``, a
-``MemoryData``: each rank reduced to a ``MemorySummary`` where it is read, ``read/memory.py``;
-``read_memory(path)``, re-exported here, is the same for library users), and
+``MemoryData``: each rank reduced to a ``MemorySummary`` where it is read;
+``cann_diff.read.read_memory(path)`` is the same for library users), and
 ``compare_memory(base, new, threshold_pct) -> MemoryComparison`` compares two of them.
 Nothing here renders; see ``render/memory.py``.
 
@@ -86,8 +86,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..read import read_memory
-from ..read.memory import MAX_POINTS, MemoryData, MemorySummary
+from ..schema import MemoryData
 from ..settings import DEFAULT_SETTINGS
 from .movement import (
     BandwidthChange,
@@ -99,8 +98,8 @@ from .movement import (
     pct_change,
 )
 
-__all__ = ["MAX_POINTS", "BandwidthChange", "CopyChange", "MemoryComparison", "MemoryData",
-           "MemorySummary", "compare_memory", "copy_summary", "read_memory"]
+__all__ = ["BandwidthChange", "CopyChange", "MemoryComparison", "compare_memory",
+           "copy_summary"]
 
 RESERVED_ORDER = ("APP", "PTA+GE", "PTA", "GE")
 ALLOCATED_ORDER = ("PTA+GE", "PTA", "GE")

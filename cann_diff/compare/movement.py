@@ -14,8 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..read.memory import MemoryData
-from ..read.memory_files import COPY_DIRECTIONS
+from ..schema import COPY_DIRECTIONS, MemoryData
 from . import units_of
 
 MIB_BYTES = float(2**20)

@@ -25,7 +25,15 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..schema import STEP_COLUMNS, Run, RunMeta, RunSummary, conform_ops, empty_comm
+from ..schema import (
+    STEP_COLUMNS,
+    MemoryData,
+    Run,
+    RunMeta,
+    RunSummary,
+    conform_ops,
+    empty_comm,
+)
 from ..settings import DEFAULT_SETTINGS, Settings
 from ..vocab import Vocabulary
 from . import cluster_output, kernelless, msprof_dirs, sqlite_db, torch_text, trace_json
@@ -34,7 +42,7 @@ from .derive import concat_frames, concat_ranks
 from .files import is_directory, list_dir, present
 from .framework import combine_framework
 from .maps import load_vocabulary
-from .memory import MemoryData, memory_data, read_rank_memory, select_memory, step_intervals
+from .memory import memory_data, read_rank_memory, select_memory, step_intervals
 from .provenance import rank_facts, read_provenance
 from .rank_reduce import RankPlan, StepRanges, in_ranges, reduce_ranks
 from .reduce import StackShare, combine, samples_per_rank, select

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..schema import NO_LINKS, UNLINKED
 from . import sqlite_db, torch_text
 from .derive import by_category, concat_frames
 from .host_db import read_db_links
@@ -50,7 +51,6 @@ __all__ = ["FRAMEWORK_COLUMNS", "NO_LINKS", "UNLINKED", "HostLinks", "LinkScan",
            "reduce_framework"]
 
 TRACE = "trace_view.json"
-UNLINKED = "(no framework op)"  # kernels no link reaches: kept so that totals add up
 BACKWARD = " (backward)"
 
 FRAMEWORK_COLUMNS = {
@@ -65,7 +65,6 @@ FRAMEWORK_COLUMNS = {
     "kernels": "int64",       # kernels of that type under the instance
     "device_us": "float64",   # their summed duration, µs
 }
-NO_LINKS = "framework-operator comparison unavailable"
 
 
 # ---------------------------------------------------------------- attribution

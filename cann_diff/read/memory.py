@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
 
@@ -51,9 +51,21 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..schema import (
+    COPY_COLUMNS,
+    HBM_TOTAL_COLUMNS,
+    MAX_POINTS,
+    MODULE_PEAK_COLUMNS,
+    OPERATOR_TOTAL_COLUMNS,
+    PEAK_COLUMNS,
+    SPAN_COLUMNS,
+    TIMELINE_COLUMNS,
+    MemoryData,
+    MemorySummary,
+    memory_frame,
+)
 from .derive import concat_ranks
 from .memory_files import (
-    COPY_COLUMNS,
     DB_GLOB,
     HBM_COLUMNS,
     MEMORY_RECORD,
@@ -64,7 +76,6 @@ from .memory_files import (
     RECORD_COLUMNS,
     TRACE_VIEW,
     db_tables,
-    empty_frame,
     open_db,
     read_db_copies,
     read_db_hbm,
@@ -82,91 +93,6 @@ MEMORY_FILES = (MEMORY_RECORD, OPERATOR_MEMORY, NPU_MODULE_MEM)
 # db tables that hold memory or data movement: a db without kernels but with one of these
 # is a memory-only rank result.
 MEMORY_TABLES = {"MEMORY_RECORD", "NPU_MEM", "OP_MEMORY", "NPU_MODULE_MEM", "MEMCPY_INFO", "HBM"}
-MAX_POINTS = 2000  # timeline samples kept per rank and component
-
-PEAK_COLUMNS = ("component", "allocated_mb", "reserved_mb")
-TIMELINE_COLUMNS = ("component", "time_ms", "reserved_mb")
-OPERATOR_TOTAL_COLUMNS = ("name", "count", "total_mb", "largest_mb")
-MODULE_PEAK_COLUMNS = ("component", "reserved_mb")
-HBM_TOTAL_COLUMNS = ("direction", "samples", "total_gbps", "peak_gbps")
-SPAN_COLUMNS = ("step", "start_us", "end_us")
-
-
-# Empty frames built once per process and copied: a rank without memory files needs a
-# dozen of them, and building one costs ten times its copy.
-_EMPTY_FRAMES: dict[tuple[str, tuple[str, ...]], pd.DataFrame] = {}
-
-
-def _nothing(columns: tuple[str, ...]) -> pd.DataFrame:
-    """``empty_frame(columns)`` (text columns as str, the rest float64), a fresh copy."""
-    key = ("bare", columns)
-    if key not in _EMPTY_FRAMES:
-        _EMPTY_FRAMES[key] = empty_frame(columns)
-    return _EMPTY_FRAMES[key].copy()
-
-
-def _no_rows(columns: tuple[str, ...]) -> pd.DataFrame:
-    key = ("ranked", columns)
-    if key not in _EMPTY_FRAMES:
-        frame = empty_frame(columns)
-        if "direction" in columns:
-            frame = frame.astype({"direction": "object"})
-        _EMPTY_FRAMES[key] = frame.assign(rank=pd.Series(dtype="int64"))[["rank", *columns]]
-    return _EMPTY_FRAMES[key].copy()
-
-
-def _no_rows_unranked(columns: tuple[str, ...]) -> pd.DataFrame:
-    """``_no_rows(columns)`` without its rank column (what one rank's reader hands back)."""
-    key = ("unranked", columns)
-    if key not in _EMPTY_FRAMES:
-        _EMPTY_FRAMES[key] = _no_rows(columns).drop(columns="rank")
-    return _EMPTY_FRAMES[key].copy()
-
-
-@dataclass(frozen=True, eq=False)
-class MemorySummary:
-    """What the comparison reads, per rank; sizes in MB.
-
-    ``peaks``: rank, component, allocated_mb, reserved_mb (maxima; NaN when not recorded).
-    ``timelines``: rank, component, time_ms (since that rank's first sample of the
-    component), reserved_mb; at most MAX_POINTS rows per rank and component, the largest
-    sample of each time bucket. ``operators``: rank, name, count, total_mb, largest_mb.
-    ``modules``: rank, component, reserved_mb (peak). ``hbm``: rank, direction, samples,
-    total_gbps (sum over samples), peak_gbps.
-    """
-
-    peaks: pd.DataFrame = field(default_factory=lambda: _no_rows(PEAK_COLUMNS))
-    timelines: pd.DataFrame = field(default_factory=lambda: _no_rows(TIMELINE_COLUMNS))
-    operators: pd.DataFrame = field(default_factory=lambda: _no_rows(OPERATOR_TOTAL_COLUMNS))
-    modules: pd.DataFrame = field(default_factory=lambda: _no_rows(MODULE_PEAK_COLUMNS))
-    hbm: pd.DataFrame = field(default_factory=lambda: _no_rows(HBM_TOTAL_COLUMNS))
-
-
-@dataclass(frozen=True, eq=False)
-class MemoryData:
-    """Memory of one input, every rank stacked; sizes in MB, times in µs.
-
-    ``summary`` is what the comparison reads. ``copies``: rank, direction, count, bytes
-    (db MEMCPY_INFO totals over the profile). ``warnings`` name what is missing. With
-    ``keep_rows`` the raw samples are kept too (else None): ``records`` (rank, component,
-    time_us, allocated_mb, reserved_mb), ``operators`` (rank, name, size_mb, one row per
-    allocation), ``modules`` (rank, component, time_us, reserved_mb) and ``hbm`` (rank,
-    direction, time_us, gbps). ``step_spans``: rank, step, start_us, end_us — each step's
-    span by its kernels (first start to last end, before any step selection), what a later
-    ``select_steps`` selects the raw samples by.
-    """
-
-    ranks: tuple[int, ...]
-    summary: MemorySummary = field(default_factory=MemorySummary)
-    warnings: tuple[str, ...] = ()
-    copies: pd.DataFrame = field(default_factory=lambda: _no_rows(COPY_COLUMNS))
-    records: pd.DataFrame | None = None
-    operators: pd.DataFrame | None = None
-    modules: pd.DataFrame | None = None
-    hbm: pd.DataFrame | None = None
-    step_spans: pd.DataFrame = field(default_factory=lambda: _no_rows(SPAN_COLUMNS))
-
-
 def _missing(text_name: str, table: str, has_db: bool, what: str) -> str:
     twin = f" (nor a {table} table in the db)" if has_db else ""
     return f"no {text_name}{twin}; {what} (was profile_memory=True?)"
@@ -194,13 +120,13 @@ def _read_hbm(connection: sqlite3.Connection, db: Path, tables: set[str], out: P
     trace = out / TRACE_VIEW
     if trace.is_file() and trace.stat().st_size <= TRACE_HBM_MAX_BYTES:
         return read_trace_hbm(trace) if _mentions_hbm(trace) \
-            else _no_rows_unranked(HBM_COLUMNS)
+            else memory_frame(HBM_COLUMNS, ranked=False)
     if trace.is_file():
         # Streaming a multi-GB trace again only for HBM counters would dominate the run; the
         # db export carries the same samples in its HBM table.
         notes.append(f"{TRACE_VIEW} over {TRACE_HBM_MAX_BYTES // 2**20} MiB: HBM bandwidth "
                      "not read (export_type=db has it in the HBM table)")
-    return _no_rows_unranked(HBM_COLUMNS)
+    return memory_frame(HBM_COLUMNS, ranked=False)
 
 
 def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[str], bool]:
@@ -233,7 +159,7 @@ def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[str], bool]
         elif tables & {"MEMORY_RECORD", "NPU_MEM"}:
             frames["records"] = read_db_records(conn, db_file, tables)
         else:
-            frames["records"] = _nothing(RECORD_COLUMNS)
+            frames["records"] = memory_frame(RECORD_COLUMNS, ranked=False)
             notes.append(_missing(MEMORY_RECORD, "MEMORY_RECORD", bool(dbs),
                                   "peak memory unknown"))
         if text[OPERATOR_MEMORY]:
@@ -241,7 +167,7 @@ def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[str], bool]
         elif "OP_MEMORY" in tables:
             frames["operators"] = read_db_operators(conn, db_file)
         else:
-            frames["operators"] = _nothing(OPERATOR_COLUMNS)
+            frames["operators"] = memory_frame(OPERATOR_COLUMNS, ranked=False)
             notes.append(_missing(OPERATOR_MEMORY, "OP_MEMORY", bool(dbs),
                                   "per-operator allocations unknown"))
         if text[NPU_MODULE_MEM]:
@@ -250,11 +176,11 @@ def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[str], bool]
         elif "NPU_MODULE_MEM" in tables:
             frames["modules"] = read_db_modules(conn, db_file, tables)
         else:
-            frames["modules"] = _nothing(MODULE_COLUMNS)
+            frames["modules"] = memory_frame(MODULE_COLUMNS, ranked=False)
             notes.append(_missing(NPU_MODULE_MEM, "NPU_MODULE_MEM", bool(dbs),
                                   "memory per module unknown"))
         frames["copies"] = read_db_copies(conn, db_file, tables) if "MEMCPY_INFO" in tables \
-            else _no_rows_unranked(COPY_COLUMNS)
+            else memory_frame(COPY_COLUMNS, ranked=False)
         frames["hbm"] = _read_hbm(conn, db_file, tables, out, notes)
     finally:
         if connection is not None:
@@ -337,7 +263,9 @@ def _timeline(records: pd.DataFrame) -> pd.DataFrame:
             rows, time_ms = rows.loc[kept], time_ms.loc[kept]
         frames.append(pd.DataFrame({"component": component, "time_ms": time_ms.to_numpy(),
                                     "reserved_mb": rows["reserved_mb"].to_numpy()}))
-    return pd.concat(frames, ignore_index=True) if frames else _nothing(TIMELINE_COLUMNS)
+    if not frames:
+        return memory_frame(TIMELINE_COLUMNS, ranked=False)
+    return pd.concat(frames, ignore_index=True)
 
 
 def summarize_memory(records: pd.DataFrame, operators: pd.DataFrame, modules: pd.DataFrame,
@@ -413,7 +341,7 @@ def read_rank_memory(source: Path, keep_rows: bool,
 
 def _stack(frames: list[pd.DataFrame], ranks: list[int], columns: tuple[str, ...]):
     if not any(len(f) for f in frames):
-        return _no_rows(columns)
+        return memory_frame(columns)
     return concat_ranks(frames, ranks)[["rank", *columns]]
 
 

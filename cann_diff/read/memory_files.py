@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, SchemaError
+from ..schema import COPY_COLUMNS, empty_frame
 from ..vocab.names import copy_direction
 from .csv_files import read_csv_columns, read_header
 from .files import DepthGuard, brief
@@ -86,12 +87,6 @@ REQUIRED = {
 RECORD_COLUMNS = ("component", "time_us", "allocated_mb", "reserved_mb")
 OPERATOR_COLUMNS = ("name", "size_mb")
 MODULE_COLUMNS = ("component", "time_us", "reserved_mb")
-
-
-def empty_frame(columns: tuple[str, ...]) -> pd.DataFrame:
-    """An empty frame with the given columns: text columns as str, the rest float64."""
-    text = {"component", "name"}
-    return pd.DataFrame({c: pd.Series(dtype=str if c in text else "float64") for c in columns})
 
 
 # --------------------------------------------------------------------------- text files
@@ -270,9 +265,7 @@ def read_db_modules(connection: sqlite3.Connection, path: Path,
 
 # --------------------------------------------------------------------------- data movement
 
-COPY_COLUMNS = ("direction", "count", "bytes")
 HBM_COLUMNS = ("direction", "time_us", "gbps")
-COPY_DIRECTIONS = ("host_to_device", "device_to_host", "device_to_device", "other", "unknown")
 TRACE_VIEW = "trace_view.json"
 HBM_PROCESS = "HBM"
 # msprof writes the trace's HBM counters in MB/s computed with 1024 × 1024 (its HbmModel
