@@ -35,7 +35,7 @@ from .errors import (
     one_line,
 )
 from .render.files import check_output_dir, safe_name, staged_report
-from .settings import Settings
+from .settings import Thresholds
 
 DEBUG_VARIABLE = "CANN_DIFF_DEBUG"
 
@@ -247,12 +247,13 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
     gate = _percent(fail_pct, "--fail-on-regression") if fail_pct is not None else None
     # The gate is part of the step verdict: the status says "regressed" whenever it fails.
     # An explicit --steps choice replaces the screening of warm-up steps.
-    settings = Settings(alpha=alpha, threshold_pct=_percent(threshold, "--threshold"),
-                        step_threshold_pct=_percent(step_threshold, "--step-threshold"),
-                        fail_on_regression_pct=gate, screen_steps=not steps_spec)
+    thresholds = Thresholds(alpha=alpha, threshold_pct=_percent(threshold, "--threshold"),
+                            step_threshold_pct=_percent(step_threshold, "--step-threshold"),
+                            fail_on_regression_pct=gate, screen_steps=not steps_spec,
+                            top_n=top_n)
     options = Options(base_label=labels[0], new_label=labels[1] if len(news) == 1 else None,
                       steps=parse_steps(steps_spec) if steps_spec else None,
-                      settings=settings, top_n=top_n, fusion_map=fusion_map,
+                      thresholds=thresholds, fusion_map=fusion_map,
                       alias_map=alias_map, jobs=jobs, scheduler=scheduler)
     inputs = [base, *news]
     if out_dir is not None:  # fail early, but create nothing before the inputs read
@@ -317,10 +318,10 @@ def _warn(reports) -> None:
     """Every distinct warning once on stderr (not once per rank or per candidate)."""
     said = set()
     for report in reports:
-        memory = list(report.memory.warnings) if report.memory is not None else []
-        for warning in ([f"base: {w}" for w in report.base.warnings]
-                        + [f"{report.new.label}: {w}" if len(reports) > 1 else f"new: {w}"
-                           for w in report.new.warnings]
+        memory = [w.text for w in report.memory.warnings] if report.memory is not None else []
+        for warning in ([f"base: {w.text}" for w in report.base.warnings]
+                        + [f"{report.new.label}: {w.text}" if len(reports) > 1
+                           else f"new: {w.text}" for w in report.new.warnings]
                         + list(report.warnings) + memory):
             if warning not in said:
                 said.add(warning)
@@ -331,7 +332,7 @@ def _write_candidates(results, names: list[str], failed: list[bool] | None,
                       gate: float | None, stage: Path, charts: bool, html: bool) -> None:
     """Each pairwise report in its own directory, the summary beside them."""
     from .render.summary import write_summary
-    from .summary import build_summary
+    from .report import build_summary
 
     for result, name in zip(results, names):
         (stage / name).mkdir()
@@ -342,7 +343,7 @@ def _write_candidates(results, names: list[str], failed: list[bool] | None,
 
 
 def _candidates_summary(results, names: list[str], out_dir: Path) -> str:
-    from .summary import build_summary
+    from .report import build_summary
 
     summary = build_summary([r.report for r in results], names, [None] * len(results))
     lines = [summary.verdict, ""]

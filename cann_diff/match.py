@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .settings import DEFAULT_SETTINGS, Settings
+from .settings import DEFAULT_THRESHOLDS, Thresholds
 from .vocab import Vocabulary
 from .vocab.shapes import match_shapes
 
@@ -68,7 +68,7 @@ def _majority_category(ops: pd.DataFrame, row_group: np.ndarray) -> np.ndarray:
     return ranked.drop_duplicates("group")["category"].to_numpy()
 
 
-def _groups(ops: pd.DataFrame, settings: Settings,
+def _groups(ops: pd.DataFrame, thresholds: Thresholds,
             vocab: Vocabulary | None) -> tuple[pd.DataFrame, np.ndarray]:
     """Distinct (op_type, input_shapes) groups of one side, and each row's group number."""
     grouper = ops.groupby(GROUP_KEY, observed=True, sort=True)
@@ -78,7 +78,7 @@ def _groups(ops: pd.DataFrame, settings: Settings,
     for column in groups.columns:
         groups[column] = groups[column].astype(str)
     forms = match_shapes(groups["op_type"], groups["input_shapes"],
-                         settings.attribute_input_max_elements, vocab)
+                         thresholds.attribute_input_max_elements, vocab)
     groups = pd.concat([groups, forms], axis=1)
     groups["group"] = np.arange(len(groups))
     return groups, row_group
@@ -137,14 +137,15 @@ def _flatten(lists: pd.Series) -> list[int]:
 
 
 def match(base_ops: pd.DataFrame, new_ops: pd.DataFrame, *,
-          settings: Settings = DEFAULT_SETTINGS, vocab: Vocabulary | None = None) -> Matched:
+          thresholds: Thresholds = DEFAULT_THRESHOLDS,
+          vocab: Vocabulary | None = None) -> Matched:
     """Match the operator groups of two frames (``summary.ops`` or ``Run.ops``).
 
     Both need ``op_type``, ``input_shapes``, ``family`` and ``category``. ``vocab`` holds
     the renames whose ``set_aside_inputs`` are left out of the shapes (None: the package's).
     """
-    base_groups, base_row_group = _groups(base_ops, settings, vocab)
-    new_groups, new_row_group = _groups(new_ops, settings, vocab)
+    base_groups, base_row_group = _groups(base_ops, thresholds, vocab)
+    new_groups, new_row_group = _groups(new_ops, thresholds, vocab)
     exact, rest_base, rest_new = _rung(base_groups, new_groups, GROUP_KEY)
     family, rest_base, rest_new = _rung(rest_base, rest_new, ["family", "input_shapes"])
     normalized, rest_base, rest_new = _normalized_rung(rest_base, rest_new)

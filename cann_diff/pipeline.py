@@ -6,16 +6,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .compare import Comparison, compare
-from .compare.framework import FrameworkComparison, compare_framework
-from .compare.memory import MemoryComparison, compare_memory, copy_summary
 from .compare.stats import load_distributions
-from .findings import SEVERITY_ORDER, Analysis, Finding, analyse
+from .findings import Analysis, analyse
 from .match import match
 from .read import StepRanges, load_run
 from .read.workers import kill_pool, pool_context
 from .report import Invocation, Report, build_report
-from .schema import MemoryData, Run
-from .settings import Settings
+from .schema import Run
+from .settings import Limits, Thresholds
 
 
 @dataclass(frozen=True)
@@ -25,8 +23,8 @@ class Options:
     base_label: str | None = None
     new_label: str | None = None
     steps: StepRanges | None = None
-    settings: Settings = Settings()
-    top_n: int = 15
+    thresholds: Thresholds = Thresholds()
+    limits: Limits = Limits()
     fusion_map: Path | None = None
     alias_map: Path | None = None
     jobs: int = 1
@@ -40,9 +38,6 @@ class Result:
     comparison: Comparison
     analysis: Analysis
     report: Report
-    memory: MemoryComparison | None = None
-    framework: FrameworkComparison | None = None  # None: framework_note says why
-    framework_note: str = ""
 
 
 def _longer_label(run, other, path: Path, other_path: Path, side: str) -> str:
@@ -73,29 +68,12 @@ def _ranks_text(ranks: tuple[int, ...]) -> str:
     return f"{len(ranks)} ({ranks[0]}…{ranks[-1]})"
 
 
-def has_memory_data(memory: MemoryComparison) -> bool:
-    """True when at least one run recorded memory (profile_memory=True)."""
-    return bool(memory.peak_reserved or memory.peak_allocated or memory.operators
-                or memory.modules or memory.copies_total or memory.hbm)
-
-
-def _with_memory_finding(analysis: Analysis, memory: MemoryComparison | None) -> Analysis:
-    if memory is None or not memory.growth:
-        return analysis
-    g = memory.growth
-    finding = Finding(g["id"], g["severity"], g["title"], g["detail"], 0.0,
-                      {"delta_mb": g.get("delta_mb")})
-    findings = sorted((*analysis.findings, finding),
-                      key=lambda f: SEVERITY_ORDER.get(f.severity, len(SEVERITY_ORDER)))
-    return replace(analysis, findings=tuple(findings))
-
-
 def read_side(path: str | Path, label: str | None, side: str, options: Options,
               progress=lambda message: None,
               rank_progress=lambda side, done, total: None) -> Run:
     """Read one input as the comparison needs it (summaries only, the chosen steps)."""
     progress(f"reading {side}: {path}")
-    run = load_run(path, label, settings=options.settings, fusion_map=options.fusion_map,
+    run = load_run(path, label, limits=options.limits, fusion_map=options.fusion_map,
                    alias_map=options.alias_map, jobs=options.jobs,
                    scheduler=options.scheduler, keep_rows=False, steps=options.steps,
                    progress=lambda done, total: rank_progress(side, done, total))
@@ -103,42 +81,21 @@ def read_side(path: str | Path, label: str | None, side: str, options: Options,
     return run
 
 
-def _memory_of(run: Run) -> MemoryData:
-    """A run's memory (``load_run`` always reads it; a Run built by hand may hold none)."""
-    return run.memory if run.memory is not None else MemoryData(ranks=run.meta.ranks)
-
-
 def compare_runs(base: Run, new: Run, options: Options = Options(),
                  progress=lambda message: None,
                  invocation: Invocation | None = None) -> Result:
-    """Compare two runs already read: match, compare, memory, findings, report.
+    """Compare two runs already read: match, compare, findings, report.
 
     Each run was walked and read once: its kernels, steps, communication and memory come
     from the same ranks under the same rank ids (``load_run``).
     """
     progress("matching and comparing")
     vocab = base.vocab  # both sides were read with the options' maps
-    matched = match(base.summary.ops, new.summary.ops, settings=options.settings,
+    matched = match(base.summary.ops, new.summary.ops, thresholds=options.thresholds,
                     vocab=vocab)
-    comparison = compare(base, new, matched, options.settings)
-    compared = compare_memory(_memory_of(base), _memory_of(new),
-                              options.settings.threshold_pct,
-                              headline_mb=options.settings.memory_headline_mb,
-                              base_copies=copy_summary(base.summary.ops),
-                              new_copies=copy_summary(new.summary.ops))
-    memory: MemoryComparison | None = compared if has_memory_data(compared) else None
-    if memory is not None and not (memory.peak_reserved or memory.peak_allocated
-                                   or memory.operators or memory.modules):
-        # Only copies or HBM samples: the missing memory_record.csv etc. are expected
-        # (profile_memory was off), not worth a note per rank.
-        memory = replace(memory, warnings=tuple(w for w in memory.warnings
-                                                if "profile_memory=True?" not in w))
-    analysis = _with_memory_finding(analyse(comparison, vocab), memory)
-    progress("comparing framework operators")
-    framework, framework_note = compare_framework(base, new, options.settings)
-    report = build_report(comparison, analysis, options.top_n, memory, invocation,
-                          framework, framework_note)
-    return Result(comparison, analysis, report, memory, framework, framework_note)
+    comparison = compare(base, new, matched, options.thresholds, options.limits)
+    analysis = analyse(comparison, vocab)
+    return Result(comparison, analysis, build_report(comparison, analysis, invocation))
 
 
 def distinct_labels(runs: list[Run], paths: list[str | Path],

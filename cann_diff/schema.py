@@ -53,6 +53,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -121,6 +122,9 @@ SPAN_COLUMNS = ("step", "start_us", "end_us")
 COPY_COLUMNS = ("direction", "count", "bytes")
 COPY_DIRECTIONS = ("host_to_device", "device_to_host", "device_to_device", "other", "unknown")
 _TEXT_COLUMNS = {"component", "name"}
+# The code of a Note saying a memory file or table is absent: expected when the profile
+# was taken with profile_memory off.
+MEMORY_NOT_RECORDED = "memory-not-recorded"
 
 
 def empty_frame(columns: tuple[str, ...]) -> pd.DataFrame:
@@ -175,7 +179,7 @@ class MemoryData:
     """Memory of one input, every rank stacked; sizes in MB, times in µs.
 
     ``summary`` is what the comparison reads. ``copies``: rank, direction, count, bytes
-    (db MEMCPY_INFO totals over the profile). ``warnings`` name what is missing. With
+    (db MEMCPY_INFO totals over the profile). ``warnings`` (Notes) name what is missing. With
     ``keep_rows`` the raw samples are kept too (else None): ``records`` (rank, component,
     time_us, allocated_mb, reserved_mb), ``operators`` (rank, name, size_mb, one row per
     allocation), ``modules`` (rank, component, time_us, reserved_mb) and ``hbm`` (rank,
@@ -186,7 +190,7 @@ class MemoryData:
 
     ranks: tuple[int, ...]
     summary: MemorySummary = field(default_factory=MemorySummary)
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[Note, ...] = ()
     copies: pd.DataFrame = field(default_factory=lambda: memory_frame(COPY_COLUMNS))
     records: pd.DataFrame | None = None
     operators: pd.DataFrame | None = None
@@ -199,21 +203,24 @@ class MemoryData:
 
 # The framework operator of kernels no host→device link reaches: kept so that totals add up.
 UNLINKED = "(no framework op)"
-# What a run without host→device links cannot give.
+# What a run without host→device links cannot give, and the code of the Note that says why.
 NO_LINKS = "framework-operator comparison unavailable"
+NO_FRAMEWORK_LINKS = "no-framework-links"
 
 
 @dataclass(frozen=True)
 class Note:
-    """A caveat carried as data by the result it qualifies.
+    """A caveat carried as data by the result it qualifies: the one form of every caveat.
 
-    ``code`` is a stable id a renderer may act on (``one-step``, ``few-steps``,
-    ``steps-differ``, ``sampled``, ``ranks-differ``, ``step-source-differs``, …) so that no
-    stage matches another stage's text; ``text`` is the sentence shown to the user.
+    ``code`` is a stable id a later stage or a renderer may act on (``one-step``,
+    ``steps-differ``, ``sampled``, ``memory-not-recorded``, ``input``, …; docs/design.md
+    "Notes" lists them) so that no stage matches another stage's text; ``text`` is the
+    sentence shown to the user; ``data`` the figures behind it, when a stage needs them.
     """
 
     code: str
     text: str
+    data: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     def __str__(self) -> str:
         """The sentence, for places that only print."""
@@ -320,13 +327,13 @@ class Run:
     comm: pd.DataFrame | None
     summary: RunSummary
     step_source: str = "step_trace_time"
-    warnings: tuple[str, ...] = field(default_factory=tuple)
+    warnings: tuple[Note, ...] = field(default_factory=tuple)
     memory: MemoryData | None = None
     ranks_without_kernels: tuple[int, ...] = ()
     # Kernels per framework operator instance (read/framework.py FRAMEWORK_COLUMNS); None
     # when the profile links no host op to its kernels, ``framework_note`` then says why.
     framework: pd.DataFrame | None = None
-    framework_note: str = ""
+    framework_note: Note | None = None
     # The tables its canonical names were derived with (the package's and the user's maps).
     vocab: Vocabulary = field(default_factory=default_vocabulary)
 

@@ -1,7 +1,12 @@
-"""Every tunable of the comparison in one frozen object, each with the reason for its value.
+"""Every tunable in two frozen objects, each value with the reason for it.
 
-The CLI builds one ``Settings`` from its flags and passes it down; no stage keeps a bare
-cut-off of its own (benchmath's ``Settings`` pattern).
+``Thresholds`` change what the report says: significance, the smallest change called a
+regression, which steps and ranks are outliers, how many rows are listed. ``Limits`` bound
+what a run may cost (memory, time, input that is not sane); a limit that is reached is
+named in the report (a ``sampled`` note, an interval left out, a refused file). The CLI
+builds both from its flags and passes them down; no stage keeps a bare cut-off of its own
+(benchmath's ``Thresholds`` pattern). Readers run in threads, worker processes and Dask
+workers that are not handed the command line's objects, so they take ``DEFAULT_LIMITS``.
 """
 
 from __future__ import annotations
@@ -10,8 +15,8 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Settings:
-    """Decision thresholds and limits; percentages are in percent, sizes in the unit named."""
+class Thresholds:
+    """Decision rules and display sizes; percentages in percent, sizes in the unit named."""
 
     # Significance level of every test (the usual 5 %; BH keeps it across operator keys).
     alpha: float = 0.05
@@ -41,8 +46,6 @@ class Settings:
     min_screen_steps: int = 3
     # Confidence level of the ratio intervals.
     confidence: float = 0.95
-    # Pairs per side behind a Hodges-Lehmann interval: 300² differences bound its cost.
-    max_pairs_per_side: int = 300
     # Fewest instances per side for a ratio interval: below it the interval spans orders
     # of magnitude and says nothing.
     min_ci_instances: int = 5
@@ -67,20 +70,40 @@ class Settings:
     # Floor of the rank spread (percent of the median), so identical ranks flag only real
     # moves and not 1 µs of jitter.
     rank_floor_pct: float = 2.0
-    # A device-memory peak move of at least this many MB reaches the headline whatever its %.
+    # Relative growth of peak reserved device memory that raises ``memory-growth``: an
+    # allocator's peak moves by a few percent between collections of one job.
+    memory_growth_pct: float = 5.0
+    # ``memory-growth`` is ``high`` from this many times ``memory_growth_pct`` on.
+    memory_severe_factor: float = 2.0
+    # A device-memory peak move of at least this many MB reaches the headline whatever its %
+    # (and makes ``memory-growth`` high): 1 GB decides whether a batch still fits.
     memory_headline_mb: float = 1024.0
     # Largest 1-D input (elements) taken for an attribute moved into the inputs when shapes
     # are matched across stacks: axes, sizes and perms have at most 8 entries (8-D tensors).
     attribute_input_max_elements: int = 8
+    # Rows per table of movers (``--top``): operators, framework operators, groups, ranks
+    # and the candidates summary's operator × candidate table; a screen's worth.
+    top_n: int = 15
+    # Operator allocations listed in the memory section: it shows the largest movers only.
+    memory_top_n: int = 20
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on cost and on input sanity; sizes in the unit named."""
+
+    # Durations kept per side over all ranks (16 bytes each): 4M keep medians and tests
+    # exact for any real single-node capture; beyond it every (rank, step, operator) keeps
+    # the same fraction, and a ``sampled`` note says so.
+    sample_budget: int = 4_000_000
+    # Pairs per side behind a Hodges-Lehmann interval: 300² differences bound its cost.
+    max_pairs_per_side: int = 300
     # Edits (inserted + removed framework ops) one step may need before its alignment falls
     # back to pairing k-th instances: Myers' diff costs O((n + m)·D) and D² memory, and two
     # runs of one model differ by a handful of ops per step.
     max_align_edits: int = 1000
     # Seconds to wait for a Dask scheduler before calling it unreachable.
     dask_timeout_s: float = 30.0
-
-    # Reading limits (readers take them from DEFAULT_SETTINGS: they run in threads or Dask
-    # workers that are not handed the command line's Settings)
     # JSON nesting refused beyond this depth: profiler JSON nests at most ~8 levels, while
     # Python's parser recurses per level and ijson's memory grows with the depth squared.
     max_json_depth: int = 64
@@ -106,4 +129,5 @@ class Settings:
     max_bad_duration_share: float = 0.5
 
 
-DEFAULT_SETTINGS = Settings()
+DEFAULT_THRESHOLDS = Thresholds()
+DEFAULT_LIMITS = Limits()

@@ -254,3 +254,25 @@ def write_profile(root: Path, label: str, schedule: Schedule, *, ranks: Sequence
             "_profiler_level": "Level0" if level0 else "Level1"}}, "rank_id": rank}
         (rank_dir / f"profiler_info_{rank}.json").write_text(json.dumps(info, indent=1))
     return built
+
+
+def texts(notes) -> list[str]:
+    """The sentences of a sequence of Notes (what the report shows)."""
+    return [note.text for note in notes]
+
+
+def memory_report(base, new, thresholds=None, **copies):
+    """Compare two MemoryData as the pipeline does: the report's memory section.
+
+    ``compare_memory``, then the findings stage's ``memory-growth`` and memory sentence,
+    typed by the report stage; ``copies`` are ``base_copies``/``new_copies``.
+    """
+    from cann_diff.compare.memory import compare_memory
+    from cann_diff.findings.memory_growth import memory_growth, memory_sentence
+    from cann_diff.report.build import memory_section
+    from cann_diff.settings import Thresholds
+
+    thresholds = thresholds or Thresholds()
+    compared = compare_memory(base, new, thresholds, **copies)
+    return memory_section(compared, memory_growth(compared, thresholds),
+                          memory_sentence(compared, thresholds))

@@ -12,10 +12,9 @@ from conftest import DATA, ROOT
 from matplotlib.colors import to_hex
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
-from profiles import aclnn, write_profile
+from profiles import aclnn, memory_report, write_profile
 
 from cann_diff.compare.families import compare_families
-from cann_diff.compare.memory import compare_memory
 from cann_diff.pipeline import diff
 from cann_diff.read import read_memory
 from cann_diff.render import charts, write_report
@@ -152,7 +151,7 @@ def test_disjoint_rank_sets_draw_no_heatmap_and_say_why(tmp_path):
 def test_memory_axis_starts_at_zero():
     base = read_memory(DATA / "memory" / "test_rank_1")
     new = read_memory(DATA / "memory" / "test_rank_0")
-    comparison = compare_memory(base, new)
+    comparison = memory_report(base, new)
     assert comparison.base_timeline.time_ms  # there is something to draw
     fig = charts.memory_figure(comparison)
     assert fig.axes[0].get_ylim()[0] == 0

@@ -240,7 +240,7 @@ def test_synthetic_db_through_load_run_drops_rows_outside_steps(tmp_path):
     make_torch_db(tmp_path / "r_ascend_pt", block="blockDim")
     run = load_run(tmp_path / "r_ascend_pt")
     assert run.meta.format == "ascend_db" and run.meta.ranks == (4,)
-    assert len(run.ops) == 3 and any("outside every profiler step" in w for w in run.warnings)
+    assert len(run.ops) == 3 and any("outside every profiler step" in w.text for w in run.warnings)
     assert set(run.ops["input_dtypes"].astype(str)) == {"BF16;BF16", ""}
     assert "32,64;64,16" in set(run.ops["input_shapes"].astype(str))
     assert run.step_source == "step_trace_time"

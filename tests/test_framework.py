@@ -30,7 +30,7 @@ from cann_diff.pipeline import diff
 from cann_diff.read import load_run
 from cann_diff.read.framework import Nesting
 from cann_diff.schema import UNLINKED
-from cann_diff.settings import Settings
+from cann_diff.settings import Thresholds
 
 MSI = REALDATA / "Ascend__msinsight/test/data/pytorch"
 OUT = "ASCEND_PROFILER_OUTPUT"
@@ -179,7 +179,7 @@ def test_text_and_db_twins_give_the_same_framework_table():
 @needs_realdata
 def test_same_job_compared_with_itself_across_formats_is_unchanged():
     result = diff(MSI / "text/level1", MSI / "db/level1")
-    ops = result.framework.operators
+    ops = result.comparison.framework.operators
     assert list(ops.columns) == list(FRAMEWORK_OP_FIELDS)
     assert set(ops["status"]) == {"unchanged"}
     records = result.report.to_dict()["framework_ops"]
@@ -188,7 +188,8 @@ def test_same_job_compared_with_itself_across_formats_is_unchanged():
     allreduce = ops[ops["name"] == "c10d::allreduce_"].iloc[0]
     assert allreduce["base_count"] == allreduce["new_count"] == 4  # per step and rank
     assert [k["type"] for k in allreduce["base_kernels"]] == ["AllReduce"]
-    assert result.framework.modules is not None and len(result.framework.modules)
+    assert result.comparison.framework.modules is not None and len(
+        result.comparison.framework.modules)
 
 
 @needs_realdata
@@ -203,7 +204,7 @@ def test_level0_exports_carry_the_links_too():
         return frame.groupby(["rank", "name", "input_shapes"], observed=True)["order"].nunique()
 
     level0, level1 = load_run(MSI / "text/level0"), load_run(MSI / "text/level1")
-    assert level0.framework is not None and level0.framework_note == ""
+    assert level0.framework is not None and level0.framework_note is None
     pd.testing.assert_series_equal(instances(level0), instances(level1))
 
 
@@ -222,9 +223,10 @@ def test_profiles_without_links_give_none_and_a_reason(tmp_path):
                       (msprof, "no host→device links")):
         run = load_run(path)
         assert run.framework is None
-        assert why in run.framework_note and "comparison unavailable" in run.framework_note
+        note = run.framework_note.text
+        assert why in note and "comparison unavailable" in note
         result, reason = compare_framework(run, load_run(MSI / "text/level1"))
-        assert result is None and why in reason
+        assert result is None and why in reason.text
     # a trace without torch_to_npu flows beside a kernel_details.csv
     rank = tmp_path / "rank0_ascend_pt"
     for name in ("kernel_details.csv", "profiler_info_0.json"):
@@ -233,7 +235,7 @@ def test_profiles_without_links_give_none_and_a_reason(tmp_path):
     _write(rank / OUT / "trace_view.json", '[{"ph": "X", "name": "aten::mm", "pid": 1, '
                                            '"tid": 1, "ts": "1.000", "dur": 1, "cat": "cpu_op"}]')
     run = load_run(rank)
-    assert run.framework is None and "no torch_to_npu flow events" in run.framework_note
+    assert run.framework is None and "no torch_to_npu flow events" in run.framework_note.text
 
 
 @needs_realdata
@@ -328,7 +330,7 @@ def test_renamed_conv_backward_kernels_pair_under_their_aten_op(tmp_path):
         ("aclnnConvolutionBackward_Conv2DBackpropInput_Conv2DBackpropInput",
          "Conv2DBackpropInput", 60.0)))
     result = diff(base, new)
-    ops = result.framework.operators.set_index("name")
+    ops = result.comparison.framework.operators.set_index("name")
     conv = ops.loc["aten::convolution_backward"]
     assert conv["input_shapes"] == "32,256,13,13;32,256,13,13;256,256,3,3;;"
     assert (conv["base_count"], conv["new_count"]) == (1, 1)
@@ -349,7 +351,7 @@ def test_renamed_conv_backward_kernels_pair_under_their_aten_op(tmp_path):
     kernel = result.comparison.operators.set_index("op_type")
     assert "Conv2DBackpropFilterD→Conv2DBackpropFilter" in kernel.index
     assert kernel.loc["Conv2DBackpropFilterD→Conv2DBackpropFilter", "base_total_us"] > 0
-    assert result.framework.modules is None  # no nn.Module events: no module table
+    assert result.comparison.framework.modules is None  # no nn.Module events: no module table
 
 
 def test_an_inserted_op_does_not_shift_the_pairing_of_the_rest(tmp_path):
@@ -359,7 +361,7 @@ def test_an_inserted_op_does_not_shift_the_pairing_of_the_rest(tmp_path):
     base = write_linked_profile(tmp_path / "base", [[MM, add, MM, mul]])
     new = write_linked_profile(tmp_path / "new", [[MM, add, relu, MM, mul]])
     result, reason = compare_framework(load_run(base), load_run(new))
-    assert reason == ""
+    assert reason is None
     status = result.operators.set_index("name")["status"]
     assert status.to_dict() == {"aten::relu": "added", "aten::mm": "unchanged",
                                 "aten::add": "unchanged", "aten::mul": "unchanged"}
@@ -378,8 +380,8 @@ def test_no_links_in_one_run_is_reported_not_raised(tmp_path):
         source = linked / "rank0_ascend_pt" / OUT / name
         (plain / "rank0_ascend_pt" / OUT / name).write_text(source.read_text())
     result = diff(linked, plain)
-    assert result.framework is None
-    assert "new: rank0_ascend_pt: no trace_view.json" in result.framework_note
+    assert result.comparison.framework is None
+    assert "new: rank0_ascend_pt: no trace_view.json" in result.comparison.framework_note.text
     assert result.report.to_dict()["framework_ops"] is None
 
 
@@ -423,7 +425,7 @@ def test_vectorized_mann_whitney_equals_scipy_per_key():
         frames += [pd.DataFrame({"key": key, "side": 0, "device_us": base}),
                    pd.DataFrame({"key": key, "side": 1, "device_us": new})]
         expected.append(stats.mannwhitneyu(base, new, method="asymptotic").pvalue)
-    got = _mann_whitney(pd.concat(frames), 5, Settings())
+    got = _mann_whitney(pd.concat(frames), 5, Thresholds())
     assert got == pytest.approx(stats.false_discovery_control(expected), rel=1e-9)
 
 

@@ -177,7 +177,7 @@ def test_gzip_trace_of_blanks_is_refused_at_once(tmp_path):
 def test_json_depth_guard_counts_only_brackets_outside_strings(tmp_path):
     # A bracket inside a string (shape text, escaped quotes) is no nesting; one level
     # past the limit is refused, the limit itself is not.
-    limit = files.DEFAULT_SETTINGS.max_json_depth
+    limit = files.DEFAULT_LIMITS.max_json_depth
     inside = b'{"a": "[[[[\\"[[[[", "b": [' + b"[" * (limit - 2) + b"]" * (limit - 2) + b"]}"
     files.check_depth(tmp_path / "x.json", inside)
     with pytest.raises(InputError, match=f"deeper than {limit}"):
@@ -310,7 +310,7 @@ def test_impossible_durations_are_left_out_with_a_warning(tmp_path):
     run = load_run(bad)
     assert snapshot(bad) == before
     assert run.ops["dur_us"].sum() == pytest.approx(kept, abs=1e-6)
-    notes = [w for w in run.warnings if "left out" in w]
+    notes = [w.text for w in run.warnings if "left out" in w.text]
     assert notes == [f"rank0_ascend_pt/kernel_details.csv: 3 of {len(rows) - 1} rows left "
                      "out for an impossible Duration(us) (negative, infinite, absurdly long, "
                      "up to 1e+300 µs)"]

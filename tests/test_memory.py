@@ -14,18 +14,20 @@ import json
 import re
 import sqlite3
 import struct
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 from conftest import REALDATA
+from profiles import memory_report
 
 from cann_diff.compare import memory
-from cann_diff.compare.memory import compare_memory
 from cann_diff.errors import InputError, SchemaError
 from cann_diff.read import read_memory
 from cann_diff.render.charts import draw_memory_chart
 from cann_diff.render.memory import render_memory_markdown
 from cann_diff.schema import MAX_POINTS
+from cann_diff.settings import Thresholds
 
 DATA = Path(__file__).parent / "data" / "memory"
 # ../shared/realdata beside the project; absent in a user's clone
@@ -155,7 +157,7 @@ def png_size(path: Path) -> tuple[int, int]:
 ])
 def test_peak_growth_table(tmp_path, new_peak, threshold, severity, headline):
     base, new = crafted_pair(tmp_path, new_peak)
-    result = compare_memory(base, new, threshold_pct=threshold)
+    result = memory_report(base, new, Thresholds(memory_growth_pct=threshold))
     peak = result.peak_reserved
     assert (peak.component, peak.base_mb, peak.new_mb) == ("APP", 1000.0, new_peak)
     assert peak.delta_mb == pytest.approx(new_peak - 1000.0)
@@ -166,7 +168,7 @@ def test_peak_growth_table(tmp_path, new_peak, threshold, severity, headline):
 
 def test_twenty_percent_growth_raises_memory_growth(tmp_path):
     base, new = crafted_pair(tmp_path, 1200.0, new_allocated_peak=550.0)
-    result = compare_memory(base, new)
+    result = memory_report(base, new)
     growth = result.growth
     assert growth["id"] == "memory-growth"
     assert growth["severity"] == "high"
@@ -186,7 +188,7 @@ def test_twenty_percent_growth_raises_memory_growth(tmp_path):
 
 def test_two_percent_change_is_quiet(tmp_path):
     base, new = crafted_pair(tmp_path, 1020.0)
-    result = compare_memory(base, new)
+    result = memory_report(base, new)
     assert result.growth is None
     assert result.headline is None
     assert result.to_dict()["growth"] is None
@@ -195,7 +197,7 @@ def test_two_percent_change_is_quiet(tmp_path):
 def test_one_gigabyte_moves_headline_below_threshold(tmp_path):
     # 30,000 → 31,100 MB: +1,100 MB is only +3.7 %, but ≥ 1 GB
     base, new = crafted_pair(tmp_path, 31100.0, base_app_peak=30000.0)
-    result = compare_memory(base, new)
+    result = memory_report(base, new)
     assert result.growth is None
     assert result.headline.startswith("Peak reserved device memory (APP) rose by 1,100.0 MB")
 
@@ -205,11 +207,11 @@ def test_allocated_peak_without_app_falls_back_and_components_listed(tmp_path):
     base = read_memory(write_rank(tmp_path / "b", "r_ascend_pt", records=records))
     new = read_memory(write_rank(tmp_path / "n", "r_ascend_pt",
                                  records=records_with_app_peak(1000.0)))
-    result = compare_memory(base, new)
+    result = memory_report(base, new)
     # APP only in new → reserved compared on PTA+GE (700 in both), like for like
     assert result.peak_reserved.component == "PTA+GE"
     assert result.peak_reserved.base_mb == result.peak_reserved.new_mb == 700.0
-    components = {c["component"]: c for c in result.components}
+    components = {c.component: asdict(c) for c in result.components}
     assert list(components) == ["APP", "PTA+GE", "PTA", "GE"]
     assert components["APP"]["base_reserved_mb"] is None
     assert components["APP"]["new_reserved_mb"] == 1000.0
@@ -221,7 +223,7 @@ def test_allocated_peak_without_app_falls_back_and_components_listed(tmp_path):
 
 def test_operator_allocations_matched_by_name(tmp_path):
     base, new = crafted_pair(tmp_path, 1000.0)
-    result = compare_memory(base, new)
+    result = memory_report(base, new)
     rows = {o.name: o for o in result.operators}
     # aten::mm: base 1 + 3 MB (2 allocations, largest 3); new 3 × 2 MB → +2 MB, +50 %
     mm = rows["aten::mm"]
@@ -238,12 +240,13 @@ def test_operator_allocations_matched_by_name(tmp_path):
     assert (result.operators_compared, result.operators_changed) == (4, 3)
     # |Δ| order, ties by name: Graph_1 (2.0) < aten::mm (2.0) < aten::cat (1.0)
     assert [o.name for o in result.operators] == ["Graph_1", "aten::mm", "aten::cat"]
-    assert [o.name for o in compare_memory(base, new, top_n=1).operators] == ["Graph_1"]
+    top = memory_report(base, new, Thresholds(memory_top_n=1))
+    assert [o.name for o in top.operators] == ["Graph_1"]
 
 
 def test_modules_at_their_peak(tmp_path):
     base, new = crafted_pair(tmp_path, 1000.0)
-    result = compare_memory(base, new)
+    result = memory_report(base, new)
     # APP 800 → 900 (+12.5 %), HCCL 100 → 100, SLOG zero in both runs: left out
     assert [(m.module, m.base_peak_mb, m.new_peak_mb) for m in result.modules] == [
         ("APP", 800.0, 900.0), ("HCCL", 100.0, 100.0)]
@@ -252,7 +255,7 @@ def test_modules_at_their_peak(tmp_path):
 
 def test_timeline_starts_at_zero_in_ms(tmp_path):
     base, new = crafted_pair(tmp_path, 1200.0)
-    result = compare_memory(base, new)
+    result = memory_report(base, new)
     assert result.timeline_component == "APP"
     assert result.base_timeline.time_ms == (0.0, 20.0, 40.0)
     assert result.base_timeline.reserved_mb == (900.0, 1000.0, 950.0)
@@ -263,7 +266,7 @@ def test_long_timeline_is_thinned_keeping_the_peak(tmp_path):
     records = [("APP", float(i), None, 1000.0 + (500.0 if i == 3217 else i % 7))
                for i in range(5000)]
     data = read_memory(write_rank(tmp_path, "r_ascend_pt", records=records))
-    result = compare_memory(data, data)
+    result = memory_report(data, data)
     series = result.base_timeline
     assert len(series.time_ms) <= MAX_POINTS
     assert max(series.reserved_mb) == 1500.0
@@ -279,7 +282,7 @@ def test_several_ranks_peak_is_max_and_operators_per_rank(tmp_path):
                operators=[("aten::mm", 1024), ("aten::mm", 1024)])
     data = read_memory(root)
     assert data.ranks == (0, 1)
-    result = compare_memory(data, data)
+    result = memory_report(data, data)
     assert result.peak_reserved.base_mb == 1300.0 and result.peak_reserved.base_rank == 1
     assert result.base_timeline.rank == 1
     # per rank: (1 + 2) / 2 = 1.5 allocations, 1.5 MB; largest 1 MB
@@ -301,15 +304,16 @@ def test_missing_memory_files_are_warnings(tmp_path):
     only_record = write_rank(tmp_path, "a_ascend_pt", records=records_with_app_peak(1000.0))
     data = read_memory(only_record)
     assert len(data.warnings) == 2
-    assert "no operator_memory.csv" in data.warnings[0]
-    assert "no npu_module_mem.csv" in data.warnings[1]
+    assert "no operator_memory.csv" in data.warnings[0].text
+    assert "no npu_module_mem.csv" in data.warnings[1].text
+    assert {w.code for w in data.warnings} == {"memory-not-recorded"}
     nothing = read_memory(write_rank(tmp_path, "b_ascend_pt"))
-    assert [w.split("; ")[0].split(": ")[1] for w in nothing.warnings] == [
+    assert [w.text.split("; ")[0].split(": ")[1] for w in nothing.warnings] == [
         "no memory_record.csv", "no operator_memory.csv", "no npu_module_mem.csv"]
-    result = compare_memory(nothing, data)
+    result = memory_report(nothing, data)
     assert result.peak_reserved is None and result.peak_allocated is None
     assert result.growth is None and result.headline is None
-    assert any(w.startswith("base: rank 0 (b_ascend_pt): no memory_record.csv")
+    assert any(w.text.startswith("base: rank 0 (b_ascend_pt): no memory_record.csv")
                for w in result.warnings)
     json.dumps(result.to_dict(), allow_nan=False)
     assert "## Device memory" in render_memory_markdown(result, None)
@@ -430,7 +434,7 @@ def test_db_and_text_of_one_run_compare_equal(tmp_path):
                                   operators=[("aten::mm", 1024), ("aten::mm", 3072),
                                              ("cann::Graph_1", 2048)]))
     db = read_memory(db_rank(tmp_path / "db"))
-    result = compare_memory(text, db)
+    result = memory_report(text, db)
     assert result.peak_reserved.delta_mb == 0.0 and result.peak_reserved.base_mb == 1000.0
     assert result.peak_allocated.delta_mb == 0.0 and result.peak_allocated.new_mb == 500.0
     assert result.operators_changed == 0 and result.operators_compared == 2
@@ -460,7 +464,7 @@ def test_corrupt_db_raises_input_error(tmp_path):
 
 def test_markdown_section(tmp_path):
     base, new = crafted_pair(tmp_path, 1200.0)
-    result = compare_memory(base, new)
+    result = memory_report(base, new)
     text = render_memory_markdown(result, "memory.png")
     assert text == render_memory_markdown(result, "memory.png")
     assert text.startswith("## Device memory\n\n**Peak reserved device memory (APP) rose")
@@ -476,12 +480,12 @@ def test_markdown_section(tmp_path):
 def test_markdown_escapes_pipes_in_names(tmp_path):
     base = read_memory(write_rank(tmp_path / "b", "r_ascend_pt", operators=[("a|b", 1024)]))
     new = read_memory(write_rank(tmp_path / "n", "r_ascend_pt", operators=[("a|b", 2048)]))
-    assert "| a\\|b " in render_memory_markdown(compare_memory(base, new), None)
+    assert "| a\\|b " in render_memory_markdown(memory_report(base, new), None)
 
 
 def test_chart_is_fixed_size_and_deterministic(tmp_path):
     base, new = crafted_pair(tmp_path, 1200.0)
-    result = compare_memory(base, new)
+    result = memory_report(base, new)
     first = draw_memory_chart(result, tmp_path / "out" / "memory.png")
     again = draw_memory_chart(result, tmp_path / "out" / "memory2.png")
     assert first == tmp_path / "out" / "memory.png"
@@ -491,13 +495,13 @@ def test_chart_is_fixed_size_and_deterministic(tmp_path):
 
 def test_chart_without_samples(tmp_path):
     nothing = read_memory(write_rank(tmp_path, "r_ascend_pt"))
-    path = draw_memory_chart(compare_memory(nothing, nothing), tmp_path / "empty.png")
+    path = draw_memory_chart(memory_report(nothing, nothing), tmp_path / "empty.png")
     assert png_size(path) == (800, 400)
 
 
 def test_to_dict_keys_are_documented(tmp_path):
     base, new = crafted_pair(tmp_path, 1200.0)
-    result = compare_memory(base, new).to_dict()
+    result = memory_report(base, new).to_dict()
     json.dumps(result, allow_nan=False)
     doc = memory.__doc__
     keys = set(result) | set(result["peak_reserved"]) | set(result["components"][0]) \
@@ -516,7 +520,7 @@ def test_real_tiny_ranks_from_tests_data():
     rank1 = DATA / "test_rank_1" / "ASCEND_PROFILER_OUTPUT"
     base, new = read_memory(DATA / "test_rank_1"), read_memory(DATA / "test_rank_0")
     assert (base.ranks, new.ranks) == ((1,), (0,))
-    result = compare_memory(base, new)
+    result = memory_report(base, new)
     reserved = result.peak_reserved
     want_base = csv_peak([rank1 / "memory_record.csv"], "APP", "Total Reserved(MB)")
     want_new = csv_peak([rank0 / "memory_record.csv"], "APP", "Total Reserved(MB)")
@@ -528,13 +532,14 @@ def test_real_tiny_ranks_from_tests_data():
                                         "Total Allocated(MB)")
     # +4.4 %: quiet at the default threshold, medium growth at 4 %
     assert result.growth is None and result.headline is None
-    assert compare_memory(base, new, threshold_pct=4.0).growth["severity"] == "medium"
+    lower = memory_report(base, new, Thresholds(memory_growth_pct=4.0))
+    assert lower.growth["severity"] == "medium"
     # operator totals per name, summed with the csv module
     wanted: dict[str, float] = {}
     for row in csv_rows(rank0 / "operator_memory.csv"):
         name = row["Name"].removeprefix("cann::")
         wanted[name] = wanted.get(name, 0.0) + float(row["Size(KB)"]) / 1024
-    full = compare_memory(base, new, top_n=1000)
+    full = memory_report(base, new, Thresholds(memory_top_n=1000))
     got = {o.name: o.new_total_mb for o in full.operators if o.new_total_mb}
     assert got == pytest.approx(wanted)
     # modules: rank 0 only (test_rank_1 has no npu_module_mem.csv in the source repo)
@@ -545,8 +550,8 @@ def test_real_tiny_ranks_from_tests_data():
     assert {m.module: m.new_peak_mb for m in result.modules} == \
         {k: v for k, v in module_peaks.items() if v > 0}
     assert all(m.base_peak_mb is None for m in result.modules)
-    assert any("test_rank_1): no npu_module_mem.csv" in w for w in base.warnings)
-    assert any("scientific notation" in w for w in base.warnings)
+    assert any("test_rank_1): no npu_module_mem.csv" in w.text for w in base.warnings)
+    assert any("scientific notation" in w.text for w in base.warnings)
 
 
 def _rank_outputs(root: Path) -> list[Path]:
@@ -562,7 +567,7 @@ def _rank_outputs(root: Path) -> list[Path]:
 def test_real_runs_peaks_match_csv(base_dir, new_dir):
     outputs = {side: _rank_outputs(REAL / d) for side, d in (("base", base_dir),
                                                              ("new", new_dir))}
-    result = compare_memory(read_memory(REAL / base_dir), read_memory(REAL / new_dir))
+    result = memory_report(read_memory(REAL / base_dir), read_memory(REAL / new_dir))
     for side in ("base", "new"):
         files = [p / "memory_record.csv" for p in outputs[side]]
         assert getattr(result.peak_reserved, f"{side}_mb") == \
@@ -589,7 +594,7 @@ def test_real_db_export_matches_sqlite_and_text():
             "WHERE value = 'PTA+GE'").fetchone()[0] / MIB)
         connection.close()
     text_root = REAL / "test/data/pytorch/text/level1"
-    result = compare_memory(read_memory(text_root), read_memory(db_root))
+    result = memory_report(read_memory(text_root), read_memory(db_root))
     assert result.peak_reserved.new_mb == max(app)
     assert result.peak_allocated.new_mb == max(allocated)
     assert result.peak_reserved.base_mb == csv_peak(

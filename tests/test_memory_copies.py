@@ -16,9 +16,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import REALDATA, needs_realdata
+from profiles import memory_report, texts
 
 from cann_diff.compare import memory
-from cann_diff.compare.memory import compare_memory, copy_summary
+from cann_diff.compare.memory import copy_summary
 from cann_diff.read import read_memory
 from cann_diff.read.reduce import summarize_ops
 from cann_diff.render.memory import render_memory_markdown
@@ -164,7 +165,7 @@ def test_db_copies_and_hbm_read_by_hand(tmp_path):
     base_ops = copy_summary(ops_frame([(0, 1, "MEMCPY_ASYNC", "MEMCPY_ASYNC", "memcpy", 8.0),
                                        (0, 2, "MEMCPY_ASYNC", "MEMCPY_ASYNC", "memcpy", 4.0)]))
     new_ops = copy_summary(ops_frame([(0, 1, "MEMCPY_ASYNC", "MEMCPY_ASYNC", "memcpy", 9.0)]))
-    result = compare_memory(base, new, base_copies=base_ops, new_copies=new_ops).to_dict()
+    result = memory_report(base, new, base_copies=base_ops, new_copies=new_ops).to_dict()
     json.dumps(result, allow_nan=False)
 
     copies = result["copies"]
@@ -198,7 +199,7 @@ def test_db_copies_and_hbm_read_by_hand(tmp_path):
     assert hbm["write"]["new_peak_gbps"] == pytest.approx(3.0)
     assert (hbm["read"]["base_samples"], hbm["read"]["new_samples"]) == (2, 3)
 
-    text = render_memory_markdown(compare_memory(base, new, base_copies=base_ops,
+    text = render_memory_markdown(memory_report(base, new, base_copies=base_ops,
                                                  new_copies=new_ops), None)
     assert "### Host↔device copies" in text and "### HBM bandwidth" in text
     assert "| host → device " in text and "| read peak " in text
@@ -214,7 +215,7 @@ def test_db_without_enum_names_copies_unknown(tmp_path):
 
 def test_keys_are_documented(tmp_path):
     base = read_memory(write_db(tmp_path / "b", copies=BASE_COPIES, hbm=BASE_HBM))
-    result = compare_memory(base, base, base_copies=copy_summary(ops_frame([])),
+    result = memory_report(base, base, base_copies=copy_summary(ops_frame([])),
                             new_copies=None).to_dict()
     keys = set(result["copies"]) | set(result["copies"]["total"]) \
         | set(result["hbm"]) | set(result["hbm"]["directions"][0])
@@ -227,9 +228,9 @@ def test_keys_are_documented(tmp_path):
 
 def test_no_hbm_anywhere_is_silent(tmp_path):
     data = read_memory(write_db(tmp_path, copies=[], hbm=[]))
-    result = compare_memory(data, data)
+    result = memory_report(data, data)
     assert result.to_dict()["hbm"] is None and result.to_dict()["copies"] is None
-    assert not any("HBM" in w for w in result.warnings)
+    assert not any("HBM" in w.text for w in result.warnings)
     text = render_memory_markdown(result, None)
     assert "HBM" not in text and "copies" not in text
 
@@ -237,11 +238,11 @@ def test_no_hbm_anywhere_is_silent(tmp_path):
 def test_hbm_on_one_side_only_is_a_warning(tmp_path):
     sampled = read_memory(write_db(tmp_path / "a", copies=[], hbm=BASE_HBM))
     unsampled = read_memory(write_db(tmp_path / "b", copies=[], hbm=[]))
-    result = compare_memory(sampled, unsampled)
+    result = memory_report(sampled, unsampled)
     read = result.to_dict()["hbm"]["directions"][0]
     assert read["base_mean_gbps"] == pytest.approx(6.0)
     assert read["new_mean_gbps"] is None and read["delta_mean_gbps"] is None
-    assert "HBM bandwidth sampled in the base run only; not compared" in result.warnings
+    assert "HBM bandwidth sampled in the base run only; not compared" in texts(result.warnings)
     assert "| read mean  |" in render_memory_markdown(result, None)
 
 
@@ -323,7 +324,7 @@ def test_real_hbm_from_trace_view_and_db(level):
         before = snapshot(rank)
         data = read_memory(rank)
         assert snapshot(rank) == before
-        result = compare_memory(data, data).to_dict()["hbm"]["directions"]
+        result = memory_report(data, data).to_dict()["hbm"]["directions"]
         for row in result:
             samples = by_hand[row["direction"]]
             assert row["base_samples"] == len(samples)
@@ -345,8 +346,8 @@ def test_real_msprof_copies_counted_by_the_pipeline():
         copies = [e for e in events if e.get("ph") == "X" and e.get("name") == "MEMCPY_ASYNC"]
         by_hand.append((len(copies), sum(float(e["dur"]) for e in copies)))
     result = diff(base, new)
-    assert result.memory is not None
-    copies = result.memory.to_dict()["copies"]
+    assert result.report.memory is not None
+    copies = result.report.memory.to_dict()["copies"]
     assert copies["units"] == {"base": 1, "new": 1}  # one rank, no steps
     total = copies["total"]
     assert (total["base_count"], total["new_count"]) == (by_hand[0][0], by_hand[1][0])
@@ -370,5 +371,5 @@ def test_real_vllm_ascend_op_summary_copies():
                     "row (checked: 0 copies there)")
     prof = next(p for p in with_copies[0].parents if p.name.startswith("PROF_0"))
     result = diff(prof, prof)
-    assert result.memory is not None and result.memory.to_dict()["copies"]["total"][
+    assert result.report.memory is not None and result.report.memory.to_dict()["copies"]["total"][
         "base_count"] > 0

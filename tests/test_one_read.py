@@ -18,14 +18,14 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import DATA, REALDATA, needs_realdata
-from profiles import aclnn, write_profile
+from profiles import aclnn, texts, write_profile
 
 import cann_diff.read
 from cann_diff.cli import main
 from cann_diff.errors import InputError, SchemaError
 from cann_diff.pipeline import Options, diff
 from cann_diff.read import load_run, read_memory, select_steps
-from cann_diff.settings import Settings
+from cann_diff.settings import Limits, Thresholds
 
 T0 = 1_736_413_971_000_000.0  # µs; every offset below is a whole µs, exact in float64
 KERNEL_HEADER = "Step Id,Name,Type,Accelerator Core,Start Time(us),Duration(us)"
@@ -84,12 +84,12 @@ def test_duplicate_rank_keeps_the_newest_dir_for_kernels_and_memory(tmp_path):
     assert run.meta.ranks == (0,) and run.memory.ranks == (0,)
     assert run.summary.kernels == 1
     assert "rank 0: several results; using w_20250102000000_ascend_pt, ignoring " \
-           "w_20250101000000_ascend_pt" in run.warnings
+           "w_20250101000000_ascend_pt" in texts(run.warnings)
     assert peaks_of(run.memory) == {"APP": (None, 1000.0), "PTA+GE": (400.0, 500.0)}
     result = diff(root, root)
-    assert result.memory.peak_reserved.base_mb == 1000.0
-    assert result.memory.peak_allocated.new_mb == 400.0
-    assert result.memory.base_ranks == result.comparison.base.meta.ranks == (0,)
+    assert result.report.memory.peak_reserved.base_mb == 1000.0
+    assert result.report.memory.peak_allocated.new_mb == 400.0
+    assert result.report.memory.base_ranks == result.comparison.base.meta.ranks == (0,)
     assert read_memory(root).ranks == (0,)  # the library wrapper: the same rule
 
 
@@ -172,7 +172,7 @@ def test_the_pipeline_reads_each_file_of_each_input_once(tmp_path, monkeypatch):
     assert walks == [base.path, new.path]  # each input walked once
     counts = {p: sum(Path(o) == p for o in opened) for p in files}
     assert counts == {p: 1 for p in files}  # and each of its files opened once
-    assert result.memory.peak_reserved.base_mb == 1000.0  # the memory files were used
+    assert result.report.memory.peak_reserved.base_mb == 1000.0  # the memory files were used
 
 
 # --------------------------------------------------------------------------- --steps
@@ -229,9 +229,9 @@ def test_steps_reach_memory_through_the_pipeline(tmp_path):
     new = write_rank(tmp_path / "new", "r_ascend_pt", 0, kernels=STEP_KERNELS,
                      records=bumped)
     # step 3 only: APP 1100 → 1700 MB (+54.5 %); over the whole run both peak at 5000
-    peak = diff(base, new, Options(steps=[(3, 3)])).memory.peak_reserved
+    peak = diff(base, new, Options(steps=[(3, 3)])).report.memory.peak_reserved
     assert (peak.base_mb, peak.new_mb) == (1100.0, 1700.0)
-    whole = diff(base, new).memory.peak_reserved
+    whole = diff(base, new).report.memory.peak_reserved
     assert (whole.base_mb, whole.new_mb) == (5000.0, 5000.0)
 
 
@@ -243,8 +243,8 @@ def test_steps_leave_memory_of_a_rank_without_kernels_whole_and_say_so(tmp_path)
     app = peaks[peaks["component"] == "APP"].set_index("rank")["reserved_mb"]
     assert app.to_dict() == {0: 1100.0, 1: 5000.0}
     assert any(w.startswith("rank 1 (b_ascend_pt): no kernel times") for w in
-               run.memory.warnings)
-    assert "ranks without kernels: 1 (memory only)" in run.warnings
+               texts(run.memory.warnings))
+    assert "ranks without kernels: 1 (memory only)" in texts(run.warnings)
 
 
 def _real_step_rank(tmp_path: Path) -> Path:
@@ -315,7 +315,7 @@ def test_ranks_without_kernels_are_compared_and_can_be_slow(tmp_path):
     assert slow and {f["data"]["rank"] for f in slow} == {3}
     run = result.comparison.new
     assert run.ranks_without_kernels == (2, 3)
-    assert "ranks without kernels: 2, 3 (step breakdown only)" in run.warnings
+    assert "ranks without kernels: 2, 3 (step breakdown only)" in texts(run.warnings)
     assert set(run.summary.ops["rank"]) == {0, 1}  # operators: the ranks with kernels
 
 
@@ -385,7 +385,7 @@ def test_dask_timeout_comes_from_settings(tmp_path, monkeypatch):
     monkeypatch.setattr(distributed, "Client", refuse)
     rank = write_rank(tmp_path, "r_ascend_pt", 0, kernels=[(1, 0, 10)])
     with pytest.raises(InputError, match="cannot reach Dask scheduler"):
-        load_run(rank, scheduler="tcp://10.0.0.1:8786", settings=Settings(dask_timeout_s=1.5))
+        load_run(rank, scheduler="tcp://10.0.0.1:8786", limits=Limits(dask_timeout_s=1.5))
     assert asked == [("tcp://10.0.0.1:8786", 1.5)]
 
 
@@ -396,10 +396,11 @@ def test_memory_headline_cut_off_comes_from_settings(tmp_path):
                       records=[("APP", 0, None, 10000.0)])
     new = write_rank(tmp_path / "n", "r_ascend_pt", 0, kernels=[(1, 0, 10)],
                      records=[("APP", 0, None, 10200.0)])
-    assert diff(base, new).memory.headline is None
-    low = diff(base, new, Options(settings=Settings(memory_headline_mb=150.0)))
-    assert low.memory.headline.startswith("Peak reserved device memory (APP) rose by 200.0 MB")
-    assert low.memory.headline in low.report.headline
+    assert diff(base, new).report.memory.headline is None
+    low = diff(base, new, Options(thresholds=Thresholds(memory_headline_mb=150.0)))
+    memory = low.report.memory
+    assert memory.headline.startswith("Peak reserved device memory (APP) rose by 200.0 MB")
+    assert memory.headline in low.report.headline
 
 
 @needs_realdata

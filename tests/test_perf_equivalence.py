@@ -25,7 +25,7 @@ from cann_diff.match import match
 from cann_diff.read import fast_json, load_run
 from cann_diff.read.workers import pool_context
 from cann_diff.schema import validate
-from cann_diff.settings import DEFAULT_SETTINGS
+from cann_diff.settings import DEFAULT_LIMITS, DEFAULT_THRESHOLDS
 
 LEVELS = REALDATA / "Ascend__msinsight" / "test" / "data" / "pytorch" / "text"
 
@@ -77,7 +77,7 @@ def test_one_pass_mann_whitney_equals_scipy_per_group(seed):
     assert np.isnan(got[10]) and np.isnan(got[11])  # a side missing: no test
     assert got[8] == 1.0
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=0, equal_nan=True)
-    alpha = DEFAULT_SETTINGS.alpha
+    alpha = DEFAULT_THRESHOLDS.alpha
     np.testing.assert_array_equal(got < alpha, want < alpha)
 
 
@@ -135,13 +135,13 @@ def test_operator_p_values_on_real_profiles_equal_per_key_scipy():
     base = load_run(LEVELS / "level1" / "rank0_ascend_pt", keep_rows=False)
     new = load_run(LEVELS / "level2" / "rank0_ascend_pt", keep_rows=False)
     matched = match(base.summary.ops, new.summary.ops)
-    table = compare_operators(base, new, matched, DEFAULT_SETTINGS, 1, 1)
+    table = compare_operators(base, new, matched, DEFAULT_THRESHOLDS, 1, 1)
     want = _scipy_reference(base, new, matched, table)
     assert len(want) >= 5  # enough keys tested for the comparison to mean something
     got = table.set_index("key_id").loc[want.index, "p_value"]
     np.testing.assert_allclose(got.to_numpy(), want.to_numpy(), rtol=1e-9, atol=0)
-    np.testing.assert_array_equal(got.to_numpy() < DEFAULT_SETTINGS.alpha,
-                                  want.to_numpy() < DEFAULT_SETTINGS.alpha)
+    np.testing.assert_array_equal(got.to_numpy() < DEFAULT_THRESHOLDS.alpha,
+                                  want.to_numpy() < DEFAULT_THRESHOLDS.alpha)
     untested = table.set_index("key_id").drop(index=want.index)["p_value"]
     assert untested.isna().all()
 
@@ -245,7 +245,7 @@ def test_sides_read_in_worker_processes_give_the_same_report(monkeypatch):
 def _impossible_by_the_rule(start_ns: np.ndarray, dur_us: np.ndarray) -> np.ndarray:
     """The rule as its docstring states it, one row at a time (quadratic: small inputs)."""
     dur = np.asarray(dur_us, dtype=float)
-    bad = ~np.isfinite(dur) | (dur < 0) | (dur > DEFAULT_SETTINGS.max_duration_s * 1e6)
+    bad = ~np.isfinite(dur) | (dur < 0) | (dur > DEFAULT_LIMITS.max_duration_s * 1e6)
     start_us = (np.asarray(start_ns, dtype=np.int64) // 1000).astype(float)
     ok = np.flatnonzero(~bad)
     if len(ok) < 2:
@@ -254,7 +254,7 @@ def _impossible_by_the_rule(start_ns: np.ndarray, dur_us: np.ndarray) -> np.ndar
         shorter = ok[dur[ok] < dur[row]]
         if len(shorter):
             span = (start_us[shorter] + dur[shorter]).max() - start_us[shorter].min()
-            bad[row] = span > 0 and dur[row] > DEFAULT_SETTINGS.absurd_duration_factor * span
+            bad[row] = span > 0 and dur[row] > DEFAULT_LIMITS.absurd_duration_factor * span
     return bad
 
 

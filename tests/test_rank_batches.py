@@ -22,6 +22,7 @@ from cann_diff.read.derive import concat_frames, concat_ranks
 from cann_diff.read.rank_reduce import step_spans, summary_of
 from cann_diff.read.reduce import combine
 from cann_diff.schema import OP_COLUMNS, conform_ops
+from cann_diff.settings import DEFAULT_LIMITS
 
 RANKS = range(5)
 STEPS = (3, 4)
@@ -101,10 +102,10 @@ def test_combine_equals_stacking_one_rank_at_a_time(cluster):
     _, sources = read.find_rank_sources(cluster)
     datas = [read.read_and_reduce(plan, s) for s in sources]
     parts = [(10 * n, summary_of(d)) for n, d in enumerate(datas)]  # ids other than positions
-    together = combine(parts)
+    together = combine(parts, DEFAULT_LIMITS.sample_budget)
     offset = 0
     for rank, summary in parts:
-        alone = combine([(rank, summary)])
+        alone = combine([(rank, summary)], DEFAULT_LIMITS.sample_budget)
         rows = together.ops["rank"].to_numpy() == rank
         pd.testing.assert_frame_equal(_text(together.ops[rows].reset_index(drop=True)),
                                       _text(alone.ops), check_exact=True)

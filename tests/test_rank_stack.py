@@ -20,9 +20,9 @@ from profiles import Comm, aclnn, write_profile
 import cann_diff.read as read
 from cann_diff.errors import SchemaError
 from cann_diff.read import csv_files, rank_reduce, torch_text
-from cann_diff.read import reduce as reduce_module
 from cann_diff.read.rank_reduce import RankPlan, reduce_kernels, reduce_ranks, summary_of
 from cann_diff.read.reduce import combine
+from cann_diff.settings import DEFAULT_LIMITS
 
 RANKS = range(6)
 STEPS = (1, 2, 3)
@@ -199,12 +199,12 @@ def test_combine_of_shares_equals_combine_of_the_ranks_own_summaries(cluster, mo
     reduce_ranks(datas, RankPlan(keep_rows=False))
     assert all(d.share is not None for d in datas)
     assert datas[0].share.stack is datas[2].share.stack is not datas[3].share.stack
+    budget = DEFAULT_LIMITS.sample_budget
     if sampled:
-        kernels = sum(int(summary_of(datas[n]).ops["count"].sum()) for n in order)
-        monkeypatch.setattr(reduce_module, "SAMPLE_BUDGET", kernels - 3)
+        budget = sum(int(summary_of(datas[n]).ops["count"].sum()) for n in order) - 3
     ids = [100 + 7 * n for n in order]
-    shares = combine([(i, datas[n].share) for i, n in zip(ids, order)])
-    owns = combine([(i, summary_of(datas[n])) for i, n in zip(ids, order)])
+    shares = combine([(i, datas[n].share) for i, n in zip(ids, order)], budget)
+    owns = combine([(i, summary_of(datas[n])) for i, n in zip(ids, order)], budget)
     for frame, other in ((shares.ops, owns.ops), (shares.samples, owns.samples),
                          (shares.comm, owns.comm)):
         pd.testing.assert_frame_equal(_text(frame), _text(other), check_exact=True)

@@ -310,7 +310,7 @@ def test_level0_has_no_communication_json_and_says_so():
     assert not (COPIES / LEVEL0 / "ASCEND_PROFILER_OUTPUT" / "communication.json").exists()
     run = load_run(COPIES / LEVEL0)
     assert len(run.comm) == 0
-    assert any("communication.json" in w for w in run.warnings)
+    assert any("communication.json" in w.text for w in run.warnings)
 
 
 # ---------------------------------------------------------------- profiler_info
@@ -514,7 +514,7 @@ def test_mi2023_rank0_short_row_is_a_warning_not_an_error():
     assert short == [16]
     run = load_run(COPIES / TEST_RANK_0)
     assert len(run.ops) in (len(rows) - 2, len(rows) - 1)
-    assert any("kernel_details.csv" in w for w in run.warnings)
+    assert any("kernel_details.csv" in w.text for w in run.warnings)
 
 
 def test_hccl_name_without_suffix():

@@ -15,9 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import DATA
-from profiles import Comm, aclnn, write_profile
+from profiles import Comm, aclnn, memory_report, write_profile
 
-from cann_diff.compare.memory import compare_memory
 from cann_diff.errors import InputError
 from cann_diff.match import match
 from cann_diff.pipeline import Options, diff
@@ -35,6 +34,7 @@ from cann_diff.read import read_and_reduce as read_and_reduce_rank
 from cann_diff.read.rank_reduce import summary_of
 from cann_diff.read.timeline import exposed_communication_us
 from cann_diff.schema import MAX_POINTS
+from cann_diff.settings import Limits
 
 LEVEL1 = DATA / "realdata" / "Ascend__msinsight" / "test" / "data" / "pytorch" / "text" / "level1"
 RANKS = tuple(range(4))
@@ -129,8 +129,8 @@ def test_select_steps_on_summary_matches_rows(tmp_path):
 def test_steps_are_chosen_before_durations_are_sampled(tmp_path, monkeypatch):
     schedule = [aclnn("MatMulV3", 100.0, "8,8;8,8")] * 50
     built = write_profile(tmp_path, "run", schedule, steps=tuple(range(1, 11)), noise=0.1)
-    monkeypatch.setattr(reduce, "SAMPLE_BUDGET", 100)
-    assert load_run(built.path, keep_rows=False).summary.sampled  # 500 durations > 100
+    small = Limits(sample_budget=100)
+    assert load_run(built.path, keep_rows=False, limits=small).summary.sampled  # 500 > 100
     one_step = load_run(built.path, keep_rows=False, steps=[(2, 2)])
     assert not one_step.summary.sampled and one_step.summary.sample_size == 50
     assert set(one_step.steps["step"]) == {2}
@@ -154,7 +154,7 @@ def test_a_rank_without_step_ids_is_left_out_like_rows_outside_steps(tmp_path):
     built = write_profile(tmp_path, "run", schedule, ranks=(0, 1, 2), steps=(1, 2, 3, 4))
     _blank_step_ids(next(p for p in built.path.iterdir() if "4000" in p.name))
     run = load_run(built.path, keep_rows=False)
-    assert any(w.startswith("8 kernel(s) fall outside") for w in run.warnings)  # 2 × 4
+    assert any(w.text.startswith("8 kernel(s) fall outside") for w in run.warnings)  # 2 × 4
     assert set(run.summary.ops["rank"]) == {1, 2} and run.summary.kernels == 16
     operators = diff(built.path, built.path).comparison.operators.set_index("op_type")
     assert operators.loc["MatMulV3", "base_count"] == 1.0  # per (rank, step): 8 units, not 9
@@ -167,7 +167,7 @@ def test_mixed_step_sources_warn(tmp_path):
     (missing / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv").unlink()
     run = load_run(built.path)
     assert run.step_source == "mixed"
-    assert any("rank(s) 1" in w for w in run.warnings)
+    assert any("rank(s) 1" in w.text for w in run.warnings)
     assert sorted(run.steps["rank"].unique()) == [0, 1]  # rank 1 from its kernels
 
 
@@ -188,8 +188,7 @@ def pair(tmp_path_factory):
 
 def test_sampled_durations_give_the_same_verdicts(pair, monkeypatch):
     exact = diff(*pair)
-    monkeypatch.setattr(reduce, "SAMPLE_BUDGET", 400)
-    sampled = diff(*pair)
+    sampled = diff(*pair, Options(limits=Limits(sample_budget=400)))
     summary = sampled.comparison.base.summary
     # 4 ranks × 3 steps × 51 kernels = 612, brought down to at most 400.
     assert summary.sampled and summary.kernels == 612
@@ -208,8 +207,7 @@ def test_sampled_durations_give_the_same_verdicts(pair, monkeypatch):
 
 
 def test_sample_size_is_bounded_by_the_budget(pair, monkeypatch):
-    monkeypatch.setattr(reduce, "SAMPLE_BUDGET", 200)
-    run = load_run(pair[1].path, keep_rows=False)
+    run = load_run(pair[1].path, keep_rows=False, limits=Limits(sample_budget=200))
     assert run.summary.sample_size <= 200 < run.summary.kernels
     assert run.summary.sampled and 0 < run.summary.fraction < 1
 
@@ -223,8 +221,8 @@ def test_unequal_ranks_keep_the_same_share(tmp_path, monkeypatch):
         return ops + ([aclnn("Add", 4.0, "64,64")] * 400 if rank == 0 else [])
     built = write_profile(tmp_path, "run", schedule, ranks=(0, 1), noise=0.05, seed=4)
     exact = load_run(built.path)
-    monkeypatch.setattr(reduce, "SAMPLE_BUDGET", 600)  # 2 × 600 / 2 = 600 per rank
-    sampled = load_run(built.path, keep_rows=False)
+    # 2 × 600 / 2 = 600 per rank
+    sampled = load_run(built.path, keep_rows=False, limits=Limits(sample_budget=600))
     kept = sampled.summary.samples.join(sampled.summary.ops[["rank", "op_type"]], on="row")
     per_rank = kept[kept["op_type"] == "MatMulV3"].groupby("rank").size()
     assert per_rank[0] == per_rank[1] > 0
@@ -274,9 +272,9 @@ def test_memory_without_rows_compares_the_same(tmp_path):
     base = read_memory(MEMORY / "test_rank_1", keep_rows=False)
     new = read_memory(MEMORY / "test_rank_0", keep_rows=False, jobs=2)
     assert base.records is None and base.operators is None and new.modules is None
-    with_rows = compare_memory(read_memory(MEMORY / "test_rank_1"),
+    with_rows = memory_report(read_memory(MEMORY / "test_rank_1"),
                                read_memory(MEMORY / "test_rank_0"))
-    assert compare_memory(base, new).to_dict() == with_rows.to_dict()
+    assert memory_report(base, new).to_dict() == with_rows.to_dict()
     assert with_rows.peak_reserved is not None  # the pair has a peak to compare
 
 
@@ -296,7 +294,7 @@ def test_memory_timeline_thinned_in_the_worker(tmp_path):
     per_rank = data.summary.timelines.groupby("rank")
     assert per_rank.size().max() <= MAX_POINTS
     assert per_rank["reserved_mb"].max().to_dict() == {0: 1100.0, 1: 1200.0, 2: 1300.0}
-    result = compare_memory(data, data)
+    result = memory_report(data, data)
     assert result.peak_reserved.base_rank == 2 and result.base_timeline.rank == 2
     assert max(result.base_timeline.reserved_mb) == 1300.0
 

@@ -11,11 +11,12 @@ from dataclasses import replace
 import pytest
 from conftest import DATA, ROOT, schema_errors
 from jsonschema import Draft202012Validator
+from profiles import memory_report
 
-from cann_diff.compare.memory import BandwidthChange, compare_memory
 from cann_diff.pipeline import diff
 from cann_diff.read import read_memory
 from cann_diff.report import Invocation, json_schema
+from cann_diff.report.model import BandwidthChange
 
 SCHEMA = json_schema()
 README_TEXT = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -28,7 +29,7 @@ def reports() -> list[dict]:
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(ROOT)
         example = diff("examples/cann7.0.1.3", "examples/cann8.0.RC2").report
-    memory = compare_memory(read_memory(DATA / "memory" / "test_rank_1"),
+    memory = memory_report(read_memory(DATA / "memory" / "test_rank_1"),
                             read_memory(DATA / "memory" / "test_rank_0"))
     memory = replace(memory, hbm=(BandwidthChange("read", 1.0, 2.0, 1.0, 100.0, 3.0, 4.0,
                                                   1.0, 33.3, 5, 6),))

@@ -30,7 +30,7 @@ from cann_diff.compare.stats import (
     status_of,
 )
 from cann_diff.pipeline import Options, diff
-from cann_diff.settings import Settings
+from cann_diff.settings import Thresholds
 
 NOISE = 0.025
 STEPS5 = (1, 2, 3, 4, 5)
@@ -188,7 +188,7 @@ def test_compare_steps_identical_steps():
     (math.nan, True, "unchanged"),
 ])
 def test_status_rules(delta, significant, want):
-    assert status_of(delta, significant, Settings().threshold_pct) == want
+    assert status_of(delta, significant, Thresholds().threshold_pct) == want
 
 
 def test_unchanged_is_shown_as_tilde():

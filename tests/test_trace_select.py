@@ -23,7 +23,7 @@ from cann_diff.read import fast_json, host_links, trace_events, trace_select
 from cann_diff.read.host_links import HOST_SIDE, LinkScan, read_trace_links
 from cann_diff.read.trace_events import scan_trace
 from cann_diff.read.trace_select import NotVouched, select_events
-from cann_diff.settings import DEFAULT_SETTINGS
+from cann_diff.settings import DEFAULT_LIMITS
 
 
 def reference(trace: Path):
@@ -197,8 +197,8 @@ def test_broken_traces_say_what_the_full_stream_says(tmp_path, text, problem):
 
 
 def test_an_event_past_the_pending_bound_is_left_to_the_full_stream(tricky, monkeypatch):
-    monkeypatch.setattr(trace_select, "DEFAULT_SETTINGS",
-                        replace(DEFAULT_SETTINGS, max_pending_trace_bytes=100))
+    monkeypatch.setattr(trace_select, "DEFAULT_LIMITS",
+                        replace(DEFAULT_LIMITS, max_pending_trace_bytes=100))
     with pytest.raises(NotVouched):
         fast(tricky)
     check_tricky(read_trace_links(tricky))

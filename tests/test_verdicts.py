@@ -26,7 +26,7 @@ from cann_diff.compare.stats import compare_samples, compare_steps, robust_z
 from cann_diff.findings.base import FINDING_IDS
 from cann_diff.findings.comm_hides_compute import growth_kind
 from cann_diff.pipeline import Options, diff
-from cann_diff.settings import Settings
+from cann_diff.settings import Thresholds
 
 STEPS5 = (1, 2, 3, 4, 5)
 STEPS12 = tuple(range(1, 13))
@@ -222,7 +222,7 @@ def test_step_has_its_own_threshold_and_one_gate(mc2_small_split, tmp_path):
     assert step.threshold_pct == 2.0 and step.status == "regressed"
     assert step.gate is None  # no gate asked for
     assert step.gate_failed(3.0) and not step.gate_failed(5.0)
-    gated = diff(base.path, new.path, Options(settings=Settings(fail_on_regression_pct=3.0)))
+    gated = diff(base.path, new.path, Options(thresholds=Thresholds(fail_on_regression_pct=3.0)))
     assert gated.comparison.step.gate is True and gated.comparison.step.status == "regressed"
     code, report = cli(base.path, new.path, tmp_path / "g3", "--fail-on-regression", "3")
     assert (code, report["step"]["status"]) == (1, "regressed")
@@ -239,7 +239,7 @@ def test_a_failing_gate_makes_the_step_regressed(tmp_path):
     step = diff(base.path, new.path).comparison.step
     assert 1.0 < step.delta_pct < 2.0 and step.significant
     assert (step.status, step.below_threshold) == ("unchanged", True)
-    gated = diff(base.path, new.path, Options(settings=Settings(fail_on_regression_pct=1.0)))
+    gated = diff(base.path, new.path, Options(thresholds=Thresholds(fail_on_regression_pct=1.0)))
     assert gated.comparison.step.gate is True
     assert (gated.comparison.step.status, gated.comparison.step.below_threshold) == (
         "regressed", False)
@@ -308,7 +308,7 @@ def test_a_slow_first_step_on_one_side_is_named_not_hidden(tmp_path):
     assert step.all_steps.delta_pct > 19
     assert "new step 1 at 3.4× the median; over all steps +19." in result.report.headline
     # --steps (screen_steps=False) is the user's choice: nothing is screened.
-    chosen = diff(base.path, new.path, Options(settings=Settings(screen_steps=False)))
+    chosen = diff(base.path, new.path, Options(thresholds=Thresholds(screen_steps=False)))
     assert chosen.comparison.step.screened == ()
     assert chosen.comparison.step.delta_pct == pytest.approx(step.all_steps.delta_pct)
     assert not [n for n in chosen.comparison.warnings if n.code == "steps-screened"]

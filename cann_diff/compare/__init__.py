@@ -20,9 +20,19 @@ import pandas as pd
 
 from .. import format as fmt
 from ..match import Matched
-from ..schema import Note, Run
-from ..settings import DEFAULT_SETTINGS, Settings
+from ..schema import MemoryData, Note, Run
+from ..settings import DEFAULT_LIMITS, DEFAULT_THRESHOLDS, Limits, Thresholds
 from .communication import compare_communication, compare_groups
+from .families import compare_families
+from .framework import FrameworkComparison, compare_framework
+from .memory import (
+    MemoryComparison,
+    compare_memory,
+    copy_summary,
+    has_memory_data,
+    recorded_memory,
+    without_missing_files,
+)
 from .operators import (
     SAME_SHAPE_KINDS,
     compare_categories,
@@ -49,7 +59,7 @@ class Comparison:
     categories: pd.DataFrame
     comm_types: pd.DataFrame
     step: StepComparison
-    settings: Settings
+    thresholds: Thresholds
     base_units: int
     new_units: int
     base_steps: tuple[int, ...]
@@ -57,6 +67,13 @@ class Comparison:
     warnings: tuple[Note, ...] = field(default_factory=tuple)
     ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
     groups: pd.DataFrame = field(default_factory=pd.DataFrame)
+    families: pd.DataFrame = field(default_factory=pd.DataFrame)
+    limits: Limits = DEFAULT_LIMITS
+    # Device memory: None when neither run recorded memory, copies or HBM samples.
+    memory: MemoryComparison | None = None
+    # Framework operators: None when a run links no host op to its kernels (the note says).
+    framework: FrameworkComparison | None = None
+    framework_note: Note | None = None
 
 
 
@@ -67,19 +84,21 @@ def _step_set(run: Run) -> tuple[int, ...]:
 
 
 def compare(base: Run, new: Run, matched: Matched,
-            settings: Settings = DEFAULT_SETTINGS) -> Comparison:
+            thresholds: Thresholds = DEFAULT_THRESHOLDS,
+            limits: Limits = DEFAULT_LIMITS) -> Comparison:
     """Build the Comparison of two matched runs."""
     warnings = []
     base_units, new_units = count_units(base.summary.ops), count_units(new.summary.ops)
-    operators = compare_operators(base, new, matched, settings, base_units, new_units)
-    step = compare_step(base, new, settings)
+    operators = compare_operators(base, new, matched, thresholds, base_units, new_units,
+                                  limits)
+    step = compare_step(base, new, thresholds)
     base_steps, new_steps = _step_set(base), _step_set(new)
     if base_steps != new_steps and base_steps and new_steps:
         warnings.append(Note("steps-differ", f"the runs cover different steps (base "
                              f"{_fmt_steps(base_steps)}, new {_fmt_steps(new_steps)}); "
                              "figures are per-step averages"))
-    warnings += _step_notes(step, settings)
-    shapes = _shapes_note(operators, settings)
+    warnings += _step_notes(step, thresholds)
+    shapes = _shapes_note(operators, thresholds)
     if shapes:
         warnings.insert(0, shapes)
     for run in (base, new):
@@ -100,13 +119,32 @@ def compare(base: Run, new: Run, matched: Matched,
                              "differences in the breakdown may be method, not performance"))
     groups, group_notes = compare_groups(base, new)
     warnings += group_notes
+    framework, framework_note = compare_framework(base, new, thresholds, limits)
     return Comparison(base, new, matched, operators, compare_categories(operators),
-                      compare_communication(base, new), step, settings, base_units,
+                      compare_communication(base, new), step, thresholds, base_units,
                       new_units, base_steps, new_steps, tuple(warnings),
-                      compare_ranks(base, new), groups)
+                      compare_ranks(base, new), groups, compare_families(operators), limits,
+                      _memory(base, new, thresholds), framework, framework_note)
 
 
-def _step_notes(step: StepComparison, settings: Settings) -> list[Note]:
+def _memory(base: Run, new: Run, thresholds: Thresholds) -> MemoryComparison | None:
+    """The memory comparison, None when neither run recorded memory, copies or HBM."""
+    memory = compare_memory(_memory_of(base), _memory_of(new), thresholds,
+                            base_copies=copy_summary(base.summary.ops),
+                            new_copies=copy_summary(new.summary.ops))
+    if not has_memory_data(memory):
+        return None
+    # Only copies or HBM samples: the missing memory_record.csv etc. are expected
+    # (profile_memory was off), not worth a note per rank.
+    return memory if recorded_memory(memory) else without_missing_files(memory)
+
+
+def _memory_of(run: Run) -> MemoryData:
+    """A run's memory (``load_run`` always reads it; a Run built by hand may hold none)."""
+    return run.memory if run.memory is not None else MemoryData(ranks=run.meta.ranks)
+
+
+def _step_notes(step: StepComparison, thresholds: Thresholds) -> list[Note]:
     """Caveats of the step verdict: steps screened out, one step, few steps."""
     notes = []
     if step.screened:
@@ -117,7 +155,7 @@ def _step_notes(step: StepComparison, settings: Settings) -> list[Note]:
         every = step.all_steps
         assert every is not None  # screening always keeps the figures over every step
         notes.append(Note("steps-screened", f"warm-up/outlier steps left out of the step "
-                          f"comparison (robust z beyond {settings.step_outlier_z:g} on the "
+                          f"comparison (robust z beyond {thresholds.step_outlier_z:g} on the "
                           f"step time): {named}. Over all steps the step changes by "
                           f"{fmt.pct(every.delta_pct)}; operator tables cover all steps; "
                           "--steps chooses the steps instead"))
@@ -125,18 +163,18 @@ def _step_notes(step: StepComparison, settings: Settings) -> list[Note]:
         notes.append(Note("one-step", f"one step per side ({len(step.base_samples)} vs "
                           f"{len(step.new_samples)}): significance of the step change is "
                           f"unknown; the {step.threshold_pct:g}% threshold alone decides"))
-    elif min(len(step.base_samples), len(step.new_samples)) < settings.few_steps:
+    elif min(len(step.base_samples), len(step.new_samples)) < thresholds.few_steps:
         notes.append(Note("few-steps", f"few steps ({len(step.base_samples)} vs "
                           f"{len(step.new_samples)}): step significance uses Welch's t-test "
                           "on log step times, which assumes roughly log-normal step times"))
     return notes
 
 
-def _shapes_note(operators: pd.DataFrame, settings: Settings) -> Note | None:
+def _shapes_note(operators: pd.DataFrame, thresholds: Thresholds) -> Note | None:
     """The ``shapes-differ`` caveat when same-shape keys hold little of the kernel time."""
     base_share, new_share = same_shape_shares(operators)
     least = min(base_share, new_share)
-    if not least < settings.same_shape_share:  # NaN (no kernels) says nothing
+    if not least < thresholds.same_shape_share:  # NaN (no kernels) says nothing
         return None
     return Note("shapes-differ", f"the runs do not execute the same shapes: operator keys "
                 f"with equal input shapes on both sides hold only {base_share:.0%} of base "

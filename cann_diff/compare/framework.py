@@ -7,7 +7,7 @@ instances — keyed by name + input shapes, in launch order — is aligned with 
 counterpart (Myers' shortest edit script, i.e. an LCS), so an inserted or removed
 operator does not shift the pairing of the rest. Units pair by rank and by the position
 of the step among the rank's steps. The cost is bounded: common prefix and suffix are
-cut off vectorized, and the middle may need at most ``Settings.max_align_edits`` edits;
+cut off vectorized, and the middle may need at most ``Limits.max_align_edits`` edits;
 beyond that the unit pairs the k-th instance of every key instead (``cumcount``, as
 match.py pairs repeats) and a note says so.
 
@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import NO_LINKS, UNLINKED, Note, Run
-from ..settings import DEFAULT_SETTINGS, Settings
+from ..schema import NO_FRAMEWORK_LINKS, NO_LINKS, UNLINKED, Note, Run
+from ..settings import DEFAULT_LIMITS, DEFAULT_THRESHOLDS, Limits, Thresholds
 from .stats import adjust_bh
 
 FRAMEWORK_OP_FIELDS = ("name", "input_shapes", "base_count", "new_count", "base_device_us",
@@ -313,14 +313,14 @@ def _kernel_lists(frame: pd.DataFrame, keys: pd.Index, units: int) -> list:
 
 def _status(base_n: np.ndarray, new_n: np.ndarray, base_count: np.ndarray,
             new_count: np.ndarray, base_us: np.ndarray, new_us: np.ndarray,
-            p_adjusted: np.ndarray, floor_us: float, settings: Settings) -> np.ndarray:
+            p_adjusted: np.ndarray, floor_us: float, thresholds: Thresholds) -> np.ndarray:
     """Status per key (added/removed/changed/unchanged) by the module docstring's rule."""
     delta = new_us - base_us
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = np.where(base_us > 0, delta / base_us * 100, np.inf)
-    big = np.abs(pct) >= settings.threshold_pct
+    big = np.abs(pct) >= thresholds.threshold_pct
     tested = ~np.isnan(p_adjusted)
-    moved = big & np.where(tested, p_adjusted < settings.alpha, np.abs(delta) >= floor_us)
+    moved = big & np.where(tested, p_adjusted < thresholds.alpha, np.abs(delta) >= floor_us)
     counted = ~np.isclose(base_count, new_count, rtol=0, atol=1e-9)
     status = np.where(counted | moved, "changed", "unchanged").astype(object)
     status[base_n == 0] = "added"
@@ -328,7 +328,7 @@ def _status(base_n: np.ndarray, new_n: np.ndarray, base_count: np.ndarray,
     return status
 
 
-def _mann_whitney(samples: pd.DataFrame, n_keys: int, settings: Settings) -> np.ndarray:
+def _mann_whitney(samples: pd.DataFrame, n_keys: int, thresholds: Thresholds) -> np.ndarray:
     """BH-adjusted two-sided Mann-Whitney U p per key; NaN where a side has too few instances.
 
     ``samples``: ``key``, ``side`` (0 base, 1 new), ``device_us``. All keys at once, from
@@ -352,7 +352,7 @@ def _mann_whitney(samples: pd.DataFrame, n_keys: int, settings: Settings) -> np.
         centred = u_base - n_base * n_new / 2
         z = (np.abs(centred) - 0.5).clip(min=0) / np.sqrt(variance)
     p_value = np.where(variance > 0, np.minimum(2 * _normal_sf(z), 1.0), 1.0)
-    enough = (n_base >= settings.min_ci_instances) & (n_new >= settings.min_ci_instances)
+    enough = (n_base >= thresholds.min_ci_instances) & (n_new >= thresholds.min_ci_instances)
     return adjust_bh(np.where(enough, p_value, np.nan))
 
 
@@ -364,7 +364,8 @@ def _side_totals(inst: pd.DataFrame, keys: pd.Index, column: str,
                                      minlength=len(keys)) / units
 
 
-def compare_operators(base: pd.DataFrame, new: pd.DataFrame, settings: Settings
+def compare_operators(base: pd.DataFrame, new: pd.DataFrame, thresholds: Thresholds,
+                      limits: Limits = DEFAULT_LIMITS
                       ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """The per-operator table (FRAMEWORK_OP_FIELDS), the aligned instances, notes."""
     pairs = pd.concat([f[["name", "input_shapes"]].drop_duplicates().astype(str)
@@ -372,7 +373,7 @@ def compare_operators(base: pd.DataFrame, new: pd.DataFrame, settings: Settings
     keys = pd.MultiIndex.from_frame(pairs.drop_duplicates().sort_values(["name",
                                                                           "input_shapes"]))
     inst_b, inst_n = _instances(base, keys), _instances(new, keys)
-    instances, notes = align_units(inst_b, inst_n, settings.max_align_edits)
+    instances, notes = align_units(inst_b, inst_n, limits.max_align_edits)
     units_b, units_n = _units(base), _units(new)
     # UNLINKED kernels count as one "instance" per unit, so that totals add up.
     unlinked = [f[f["name"] == UNLINKED].groupby(["rank", "step"], observed=True,
@@ -389,9 +390,9 @@ def compare_operators(base: pd.DataFrame, new: pd.DataFrame, settings: Settings
         pooled.append(everything.assign(side=number))
     (n_b, count_b, us_b), kernels_b = sides[0]
     (n_n, count_n, us_n), kernels_n = sides[1]
-    floor = base["device_us"].sum() / units_b * settings.material_pct / 100
+    floor = base["device_us"].sum() / units_b * thresholds.material_pct / 100
     status = _status(n_b, n_n, count_b, count_n, us_b, us_n,
-                     _mann_whitney(pd.concat(pooled), len(keys), settings), floor, settings)
+                     _mann_whitney(pd.concat(pooled), len(keys), thresholds), floor, thresholds)
     table = pd.DataFrame({"name": keys.get_level_values(0), "input_shapes":
                           keys.get_level_values(1), "base_count": count_b, "new_count": count_n,
                           "base_device_us": us_b, "new_device_us": us_n,
@@ -401,7 +402,7 @@ def compare_operators(base: pd.DataFrame, new: pd.DataFrame, settings: Settings
     return table[list(FRAMEWORK_OP_FIELDS)], instances, notes
 
 
-def compare_modules(base: pd.DataFrame, new: pd.DataFrame, settings: Settings
+def compare_modules(base: pd.DataFrame, new: pd.DataFrame, thresholds: Thresholds
                     ) -> pd.DataFrame | None:
     """Per module path (MODULE_FIELDS); None when neither run recorded modules."""
     if not ((base["module"] != "").any() or (new["module"] != "").any()):
@@ -418,9 +419,9 @@ def compare_modules(base: pd.DataFrame, new: pd.DataFrame, settings: Settings
         totals.append(_side_totals(side, names, "key", _units(frame)))
         pooled.append(side[["key", "side", "device_us"]])
     (n_b, count_b, us_b), (n_n, count_n, us_n) = totals
-    floor = base["device_us"].sum() / _units(base) * settings.material_pct / 100
+    floor = base["device_us"].sum() / _units(base) * thresholds.material_pct / 100
     status = _status(n_b, n_n, count_b, count_n, us_b, us_n,
-                     _mann_whitney(pd.concat(pooled), len(names), settings), floor, settings)
+                     _mann_whitney(pd.concat(pooled), len(names), thresholds), floor, thresholds)
     table = pd.DataFrame({"module": [m or NO_MODULE for m in names], "base_count": count_b,
                           "new_count": count_n, "base_device_us": us_b, "new_device_us": us_n,
                           "delta_us": us_n - us_b, "status": status})
@@ -447,18 +448,21 @@ def _coverage_notes(run: Run) -> list[str]:
     return []
 
 
-def compare_framework(base: Run, new: Run, settings: Settings = DEFAULT_SETTINGS
-                      ) -> tuple[FrameworkComparison | None, str]:
-    """Compare two runs per framework operator; (None, reason) when a run has no links."""
+def compare_framework(base: Run, new: Run, thresholds: Thresholds = DEFAULT_THRESHOLDS,
+                      limits: Limits = DEFAULT_LIMITS
+                      ) -> tuple[FrameworkComparison | None, Note | None]:
+    """Compare two runs per framework operator; (None, why) when a run has no links."""
     for run in (base, new):
         if run.framework is None:
-            reason = run.framework_note or f"no host→device links: {NO_LINKS}"
-            return None, reason if reason.startswith(f"{run.label}:") else \
-                f"{run.label}: {reason}"
-    operators, instances, notes = compare_operators(base.framework, new.framework, settings)
-    modules = compare_modules(base.framework, new.framework, settings)
-    notes += [n for run in (base, new) for n in ([run.framework_note] if run.framework_note
-                                                  else [])]
+            note = run.framework_note
+            why = note.text if note else f"no host→device links: {NO_LINKS}"
+            # The reason names its rank directory first: a label that is that name once.
+            named = note is not None and note.data.get("source") == run.label
+            return None, Note(NO_FRAMEWORK_LINKS, why if named else f"{run.label}: {why}")
+    operators, instances, notes = compare_operators(base.framework, new.framework, thresholds,
+                                                    limits)
+    modules = compare_modules(base.framework, new.framework, thresholds)
+    notes += [run.framework_note.text for run in (base, new) if run.framework_note]
     notes += _coverage_notes(base) + _coverage_notes(new)
     return FrameworkComparison(operators, modules, instances,
-                               tuple(Note("framework", text) for text in notes)), ""
+                               tuple(Note("framework", text) for text in notes)), None

@@ -1,7 +1,7 @@
 """Data movement of two runs: host↔device copies and HBM bandwidth, base vs new.
 
 Part of the memory comparison (``memory.py`` assembles it; the ``copies`` and ``hbm`` keys
-of its ``to_dict()`` are documented there). Copy counts and device time come from the
+of report.json's ``memory`` are documented there). Copy counts and device time come from the
 ``memcpy`` rows of each run's kernel summary, per (rank, step) unit; copy bytes from the
 db's MEMCPY_INFO per rank; HBM bandwidth from the db's ``HBM`` table or the trace's
 counters, as summed per rank where the rank was read.
@@ -9,48 +9,20 @@ counters, as summed per rank where the rank was read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
-from ..schema import COPY_DIRECTIONS, MemoryData
-from . import units_of
+from ..schema import COPY_DIRECTIONS, MemoryData, Note
+from .operators import units_of
 
 MIB_BYTES = float(2**20)
 
 
-@dataclass(frozen=True)
-class CopyChange:
-    """Host↔device copies of one direction: count and µs per step, MB per rank (db)."""
-
-    direction: str
-    base_count: float | None
-    new_count: float | None
-    base_time_us: float | None
-    new_time_us: float | None
-    delta_time_us: float | None
-    delta_pct: float | None
-    base_mb: float | None
-    new_mb: float | None
-    delta_mb: float | None
-
-
-@dataclass(frozen=True)
-class BandwidthChange:
-    """HBM bandwidth of one direction (read/write), GB/s; None on a side without samples."""
-
-    direction: str
-    base_mean_gbps: float | None
-    new_mean_gbps: float | None
-    delta_mean_gbps: float | None
-    delta_mean_pct: float | None
-    base_peak_gbps: float | None
-    new_peak_gbps: float | None
-    delta_peak_gbps: float | None
-    delta_peak_pct: float | None
-    base_samples: int
-    new_samples: int
+COPY_FIELDS = ("direction", "base_count", "new_count", "base_time_us", "new_time_us",
+               "delta_time_us", "delta_pct", "base_mb", "new_mb", "delta_mb")
+HBM_FIELDS = ("direction", "base_mean_gbps", "new_mean_gbps", "delta_mean_gbps",
+              "delta_mean_pct", "base_peak_gbps", "new_peak_gbps", "delta_peak_gbps",
+              "delta_peak_pct", "base_samples", "new_samples")
 
 
 def pct_change(delta: float, base: float | None) -> float | None:
@@ -96,26 +68,31 @@ def _diff(base: float | None, new: float | None) -> float | None:
 
 
 def _copy_row(direction: str, base: dict | None, new: dict | None,
-              base_mb: float | None, new_mb: float | None) -> CopyChange:
+              base_mb: float | None, new_mb: float | None) -> tuple:
     base_time, new_time = (as_number(s["time_us"]) if s is not None else None for s in (base, new))
     delta = _diff(base_time, new_time)
-    return CopyChange(direction, as_number(base["count"]) if base is not None else None,
-                      as_number(new["count"]) if new is not None else None, base_time, new_time,
-                      delta, None if delta is None else pct_change(delta, base_time),
-                      base_mb, new_mb, _diff(base_mb, new_mb))
+    return (direction, as_number(base["count"]) if base is not None else None,
+            as_number(new["count"]) if new is not None else None, base_time, new_time,
+            delta, None if delta is None else pct_change(delta, base_time),
+            base_mb, new_mb, _diff(base_mb, new_mb))
+
+
+def _rows(rows: list[tuple], columns: tuple[str, ...]) -> pd.DataFrame:
+    """Records as a frame of object columns, so that None stays None."""
+    return pd.DataFrame(rows, columns=list(columns), dtype=object)
 
 
 def copy_changes(base: MemoryData, new: MemoryData, base_copies: dict | None,
                   new_copies: dict | None) -> tuple[tuple[int, int] | None,
-                                                    tuple[CopyChange, ...], CopyChange | None]:
-    """Units of each side, a row per copy direction, and their total.
+                                                    pd.DataFrame, pd.DataFrame | None]:
+    """Units of each side, a row per copy direction (COPY_FIELDS), and their total row.
 
-    ``(None, (), None)`` when neither run copied anything.
+    ``(None, no rows, None)`` when neither run copied anything.
     """
     base_mb, new_mb = _copy_bytes(base.copies), _copy_bytes(new.copies)
     counted = [s for s in (base_copies, new_copies) if s is not None]
     if not (any(s["count"] for s in counted) or len(base_mb) or len(new_mb)):
-        return None, (), None
+        return None, _rows([], COPY_FIELDS), None
     zero = {"count": 0.0, "time_us": 0.0}
 
     def side(summary: dict | None, direction: str) -> dict | None:
@@ -130,13 +107,13 @@ def copy_changes(base: MemoryData, new: MemoryData, base_copies: dict | None,
     seen = set(base_mb.index) | set(new_mb.index)
     for summary in counted:
         seen |= set(summary["directions"])
-    rows = tuple(_copy_row(d, side(base_copies, d), side(new_copies, d),
-                           mb(base_mb, has_base_db, d), mb(new_mb, has_new_db, d))
-                 for d in COPY_DIRECTIONS if d in seen)
+    rows = [_copy_row(d, side(base_copies, d), side(new_copies, d),
+                      mb(base_mb, has_base_db, d), mb(new_mb, has_new_db, d))
+            for d in COPY_DIRECTIONS if d in seen]
     total = _copy_row("all", base_copies, new_copies, mb(base_mb, has_base_db),
                       mb(new_mb, has_new_db))
     units = (base_copies["units"] if base_copies else 0, new_copies["units"] if new_copies else 0)
-    return units, rows, total
+    return units, _rows(rows, COPY_FIELDS), _rows([total], COPY_FIELDS)
 
 
 def _bandwidth(data: MemoryData) -> pd.DataFrame:
@@ -147,8 +124,8 @@ def _bandwidth(data: MemoryData) -> pd.DataFrame:
     return table
 
 
-def hbm_changes(base: MemoryData, new: MemoryData) -> tuple[BandwidthChange, ...]:
-    """Mean and peak HBM bandwidth per direction (read/write), base vs new."""
+def hbm_changes(base: MemoryData, new: MemoryData) -> pd.DataFrame:
+    """Mean and peak HBM bandwidth per direction (read/write), base vs new (HBM_FIELDS)."""
     b, n = _bandwidth(base), _bandwidth(new)
     rows = []
     for direction in ("read", "write"):
@@ -164,17 +141,18 @@ def hbm_changes(base: MemoryData, new: MemoryData) -> tuple[BandwidthChange, ...
             deltas[f"delta_{k}_gbps"] = delta
             deltas[f"delta_{k}_pct"] = None if delta is None else \
                 pct_change(delta, values[f"base_{k}_gbps"])
-        rows.append(BandwidthChange(
+        rows.append((
             direction, values["base_mean_gbps"], values["new_mean_gbps"],
             deltas["delta_mean_gbps"], deltas["delta_mean_pct"], values["base_peak_gbps"],
             values["new_peak_gbps"], deltas["delta_peak_gbps"], deltas["delta_peak_pct"],
             0 if bs is None else int(bs["samples"]), 0 if ns is None else int(ns["samples"])))
-    return tuple(rows)
+    return _rows(rows, HBM_FIELDS)
 
 
-def movement_warnings(base: MemoryData, new: MemoryData) -> list[str]:
+def movement_notes(base: MemoryData, new: MemoryData) -> list[Note]:
     """What cannot be compared because only one run recorded it."""
     sampled = [side for side, data in (("base", base), ("new", new)) if len(data.summary.hbm)]
     if len(sampled) == 1:
-        return [f"HBM bandwidth sampled in the {sampled[0]} run only; not compared"]
+        return [Note("memory", f"HBM bandwidth sampled in the {sampled[0]} run only; "
+                     "not compared")]
     return []

@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..match import Matched
 from ..schema import Run, RunSummary
-from ..settings import Settings
+from ..settings import DEFAULT_LIMITS, Limits, Thresholds
 from .stats import adjust_bh, mann_whitney_by_group, ratio_interval
 
 # Match kinds whose keys have equal input shapes on both sides: judged per instance. The
@@ -69,7 +69,7 @@ def _tested_samples(summary: RunSummary, keys: np.ndarray,
 
 
 def _test_keys(table: pd.DataFrame, base: RunSummary, new: RunSummary, matched: Matched,
-               settings: Settings) -> pd.DataFrame:
+               thresholds: Thresholds, limits: Limits) -> pd.DataFrame:
     """Per key tested (same shapes, both sides): BH-adjusted p, ratio CI, sample sizes.
 
     All keys' Mann-Whitney tests run in one pass (``mann_whitney_by_group``); the ratio
@@ -92,7 +92,7 @@ def _test_keys(table: pd.DataFrame, base: RunSummary, new: RunSummary, matched: 
     smallest = np.minimum(n_base, n_new)[sampled]
     ci_low = np.full(len(keys), np.nan)
     ci_high = np.full(len(keys), np.nan)
-    wide = np.flatnonzero(smallest >= settings.min_ci_instances)
+    wide = np.flatnonzero(smallest >= thresholds.min_ci_instances)
     if len(wide):
         base_order = np.argsort(base_group, kind="stable")
         new_order = np.argsort(new_group, kind="stable")
@@ -104,7 +104,7 @@ def _test_keys(table: pd.DataFrame, base: RunSummary, new: RunSummary, matched: 
             low, high = ratio_interval(
                 base_dur[base_order[base_bounds[g]:base_bounds[g + 1]]],
                 new_dur[new_order[new_bounds[g]:new_bounds[g + 1]]],
-                settings.confidence, settings.max_pairs_per_side)
+                thresholds.confidence, limits.max_pairs_per_side)
             ci_low[i] = np.nan if low is None else low
             ci_high[i] = np.nan if high is None else high
     out = pd.DataFrame(index=table.index)
@@ -112,7 +112,7 @@ def _test_keys(table: pd.DataFrame, base: RunSummary, new: RunSummary, matched: 
     out["ci_low"] = pd.Series(ci_low, index=keys, dtype=float)
     out["ci_high"] = pd.Series(ci_high, index=keys, dtype=float)
     out["ci_note"] = None
-    too_few = keys[smallest < settings.min_ci_instances]
+    too_few = keys[smallest < thresholds.min_ci_instances]
     out.loc[too_few, "ci_note"] = "n too small"
     return out
 
@@ -143,11 +143,11 @@ def _effects(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _statuses(table: pd.DataFrame, settings: Settings) -> tuple[np.ndarray, np.ndarray]:
+def _statuses(table: pd.DataFrame, thresholds: Thresholds) -> tuple[np.ndarray, np.ndarray]:
     """Status per key (DESIGN.md "Status rules") and the below-threshold flag."""
     change = table["instance_change_pct"].to_numpy(dtype=float)
     significant = table["significant"].to_numpy(dtype=bool)
-    big = np.nan_to_num(np.abs(change), nan=0.0) >= settings.threshold_pct
+    big = np.nan_to_num(np.abs(change), nan=0.0) >= thresholds.threshold_pct
     kind = table["match_kind"]
     conditions = [table["base_instances"].to_numpy() == 0, table["new_instances"].to_numpy() == 0,
                   (kind.notna() & ~kind.isin(SAME_SHAPE_KINDS)).to_numpy(),
@@ -163,8 +163,9 @@ def _statuses(table: pd.DataFrame, settings: Settings) -> tuple[np.ndarray, np.n
     return status, below
 
 
-def compare_operators(base: Run, new: Run, matched: Matched, settings: Settings,
-                      base_units: int, new_units: int) -> pd.DataFrame:
+def compare_operators(base: Run, new: Run, matched: Matched, thresholds: Thresholds,
+                      base_units: int, new_units: int,
+                      limits: Limits = DEFAULT_LIMITS) -> pd.DataFrame:
     """Per matched key: counts and times per step, effects, significance and status.
 
     Columns beyond the per-side figures: ``delta_us``/``delta_pct`` (total time per
@@ -190,9 +191,10 @@ def compare_operators(base: Run, new: Run, matched: Matched, settings: Settings,
                                       table["delta_us"] / table["base_total_us"] * 100, np.nan)
     table = table.join(_effects(table))
     table["same_shape"] = table["match_kind"].isin(SAME_SHAPE_KINDS)
-    table = table.join(_test_keys(table, base.summary, new.summary, matched, settings))
-    table["significant"] = (table["p_value"] < settings.alpha).fillna(False).astype(bool)
-    table["status"], table["below_threshold"] = _statuses(table, settings)
+    table = table.join(_test_keys(table, base.summary, new.summary, matched, thresholds,
+                                  limits))
+    table["significant"] = (table["p_value"] < thresholds.alpha).fillna(False).astype(bool)
+    table["status"], table["below_threshold"] = _statuses(table, thresholds)
     return table.reset_index()
 
 

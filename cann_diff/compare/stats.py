@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..settings import DEFAULT_SETTINGS
+from ..settings import DEFAULT_LIMITS, DEFAULT_THRESHOLDS
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def _subsample(values: np.ndarray, limit: int) -> np.ndarray:
 
 def ratio_interval(base: np.ndarray, new: np.ndarray,
                    confidence: float = 0.95,
-                   max_pairs: int = DEFAULT_SETTINGS.max_pairs_per_side
+                   max_pairs: int = DEFAULT_LIMITS.max_pairs_per_side
                    ) -> tuple[float | None, float | None]:
     """Hodges-Lehmann interval of the ratio new/base, from pairwise log differences.
 
@@ -125,8 +125,8 @@ def _exact_two_sided(u: float, n1: int, n2: int) -> float:
 
 
 def compare_samples(base: np.ndarray, new: np.ndarray, confidence: float = 0.95,
-                    max_pairs: int = DEFAULT_SETTINGS.max_pairs_per_side,
-                    min_ci: int = DEFAULT_SETTINGS.min_ci_instances) -> SampleTest:
+                    max_pairs: int = DEFAULT_LIMITS.max_pairs_per_side,
+                    min_ci: int = DEFAULT_THRESHOLDS.min_ci_instances) -> SampleTest:
     """Mann-Whitney U (two-sided) plus the HL ratio interval; None where undefined.
 
     The interval needs ``min_ci`` durations on each side: with fewer it spans orders of

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..schema import Run
-from ..settings import Settings
+from ..settings import Thresholds
 from .stats import compare_steps, robust_z, status_of
 
 BREAKDOWN_FIELDS = ("computing", "communication_not_overlapped", "overlapped", "communication",
@@ -111,14 +111,14 @@ def _step_samples(run: Run) -> pd.Series:
     return steps.groupby(steps["step"].fillna(-1).astype("int64"))["stage"].mean()
 
 
-def _screen(samples: pd.Series, side: str, settings: Settings) -> tuple[pd.Series,
+def _screen(samples: pd.Series, side: str, thresholds: Thresholds) -> tuple[pd.Series,
                                                                          list[ScreenedStep]]:
     """The steps kept and the steps screened out, by robust z on Stage."""
-    if not settings.screen_steps or len(samples) < settings.min_screen_steps:
+    if not thresholds.screen_steps or len(samples) < thresholds.min_screen_steps:
         return samples, []
     median = float(samples.median())
-    z = robust_z(samples.to_numpy(), settings.step_floor_pct / 100 * abs(median))
-    out = np.abs(z) > settings.step_outlier_z
+    z = robust_z(samples.to_numpy(), thresholds.step_floor_pct / 100 * abs(median))
+    out = np.abs(z) > thresholds.step_outlier_z
     screened = [ScreenedStep(side, int(step), float(value), median, float(score))
                 for step, value, score in zip(samples.index[out], samples[out], z[out])]
     return samples[~out], screened
@@ -136,13 +136,13 @@ def _breakdown(base: Run, new: Run, base_steps, new_steps) -> dict[str, dict[str
 
 
 def _figures(base: Run, new: Run, base_samples: pd.Series, new_samples: pd.Series,
-             settings: Settings) -> StepFigures:
+             thresholds: Thresholds) -> StepFigures:
     base_us = float(base_samples.mean()) if len(base_samples) else float("nan")
     new_us = float(new_samples.mean()) if len(new_samples) else float("nan")
     delta = new_us - base_us
     delta_pct = delta / base_us * 100 if base_us else float("nan")
-    test = compare_steps(base_samples.to_numpy(), new_samples.to_numpy(), settings.confidence)
-    significant = None if test.p_value is None else bool(test.p_value < settings.alpha)
+    test = compare_steps(base_samples.to_numpy(), new_samples.to_numpy(), thresholds.confidence)
+    significant = None if test.p_value is None else bool(test.p_value < thresholds.alpha)
     base_steps = tuple(int(s) for s in base_samples.index)
     new_steps = tuple(int(s) for s in new_samples.index)
     return StepFigures(base_us, new_us, delta, delta_pct, test.p_value, significant,
@@ -150,16 +150,16 @@ def _figures(base: Run, new: Run, base_samples: pd.Series, new_samples: pd.Serie
                        base_steps, new_steps, _breakdown(base, new, base_steps, new_steps))
 
 
-def compare_step(base: Run, new: Run, settings: Settings) -> StepComparison:
+def compare_step(base: Run, new: Run, thresholds: Thresholds) -> StepComparison:
     """Step time and breakdown on the screened steps (and on all steps), with the verdict."""
     base_all, new_all = _step_samples(base), _step_samples(new)
-    base_kept, base_out = _screen(base_all, "base", settings)
-    new_kept, new_out = _screen(new_all, "new", settings)
-    every = _figures(base, new, base_all, new_all, settings)
+    base_kept, base_out = _screen(base_all, "base", thresholds)
+    new_kept, new_out = _screen(new_all, "new", thresholds)
+    every = _figures(base, new, base_all, new_all, thresholds)
     kept = every if not (base_out or new_out) else _figures(base, new, base_kept, new_kept,
-                                                             settings)
-    threshold = (settings.one_step_threshold_pct if kept.significant is None
-                 else settings.step_threshold_pct)
+                                                             thresholds)
+    threshold = (thresholds.one_step_threshold_pct if kept.significant is None
+                 else thresholds.step_threshold_pct)
     status = status_of(kept.delta_pct, kept.significant, threshold)
     comparison = StepComparison(
         kept.base_us, kept.new_us, kept.delta_us, kept.delta_pct, kept.p_value,
@@ -168,9 +168,9 @@ def compare_step(base: Run, new: Run, settings: Settings) -> StepComparison:
         base_steps=kept.base_steps, new_steps=kept.new_steps,
         screened=tuple(base_out + new_out), all_steps=every)
     gate = None
-    if settings.fail_on_regression_pct is not None:
-        gate = comparison.gate_failed(settings.fail_on_regression_pct)
+    if thresholds.fail_on_regression_pct is not None:
+        gate = comparison.gate_failed(thresholds.fail_on_regression_pct)
         status = "regressed" if gate else status
     below = bool(kept.significant and status == "unchanged" and math.isfinite(kept.delta_pct))
     return replace(comparison, status=status, gate=gate,
-                   gate_pct=settings.fail_on_regression_pct, below_threshold=below)
+                   gate_pct=thresholds.fail_on_regression_pct, below_threshold=below)

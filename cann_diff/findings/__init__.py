@@ -1,22 +1,28 @@
-"""Analyse stage: MC2 fused/split groups and verdicts (DESIGN.md "Finding ids").
+"""Analyse stage: MC2 fused/split groups, verdicts and the headline.
 
-The central verdict is ``comm-hides-compute``: computing got faster, exposed
-communication grew, and the step did not gain what computing gained. When it comes
-with an MC2 split (a fused compute+communication op run as MatMul + collective),
-the finding says which fused op split and how to turn fusion back on. Every figure
-about Computing comes from one arithmetic, ``ComputeSplit`` (compute_split.py).
+Finding ids and when each is raised: docs/design.md "Finding ids". The central verdict
+is ``comm-hides-compute``: computing got faster, exposed communication grew, and the
+step did not gain what computing gained. When it comes with an MC2 split (a fused
+compute+communication op run as MatMul + collective), the finding says which fused op
+split and how to turn fusion back on. Every figure about Computing comes from one
+arithmetic, ``ComputeSplit`` (compute_split.py). ``analyse`` returns every finding,
+device memory's included, and the headline.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
+
 from ..compare import Comparison
 from ..vocab import Vocabulary
 from .base import FINDING_IDS, SEVERITY_ORDER, Finding
 from .comm_hides_compute import comm_hides_compute
-from .compute_split import ComputeSplit, split_computing
+from .compute_split import ComputeSplit, mc2_part, split_computing
 from .fusion import FusionGroup, claimed_instances, detect_fusion, fusion_finding
+from .headline import headline
+from .memory_growth import memory_growth, memory_sentence
 from .operators import operator_findings
 from .slow_rank import slow_ranks
 
@@ -26,22 +32,40 @@ __all__ = ["FINDING_IDS", "SEVERITY_ORDER", "Analysis", "ComputeSplit", "Finding
 
 @dataclass(frozen=True)
 class Analysis:
-    """Fusion groups, findings, and the operator keys fusion groups claim.
+    """Fusion groups, findings, the headline, and the operator keys fusion groups claim.
 
     ``fusion_keys`` maps the keys a group claims entirely (every instance on both sides)
-    to its fused type; ``compute`` is the split of Δ Computing (None only when an
-    Analysis is rebuilt without it: copy with ``dataclasses.replace``).
+    to its fused type; ``compute`` is the split of Δ Computing; ``operators`` is the
+    comparison's operator table with the MC2 columns (``fusion``, ``base_claimed``,
+    ``new_claimed``, ``mc2_us``), largest |Δ| first; ``memory_headline`` the sentence on
+    device memory (None when no peak moved enough), which ends ``headline``.
     """
 
     fusion: tuple[FusionGroup, ...]
     findings: tuple[Finding, ...]
     fusion_keys: dict[int, str]
-    compute: ComputeSplit | None = None
+    compute: ComputeSplit
+    operators: pd.DataFrame
+    headline: str
+    memory_headline: str | None = None
 
     @property
     def fusion_claims(self) -> tuple[dict[int, float], dict[int, float]]:
         """Instances per step claimed by fusion groups, per key: (base side, new side)."""
         return claimed_instances(list(self.fusion))
+
+
+def _operators(cmp: Comparison, groups: list[FusionGroup],
+               fusion_keys: dict[int, str]) -> pd.DataFrame:
+    """The operator table with the MC2 columns, largest |Δ| first."""
+    ops = cmp.operators.copy()
+    fusion = ops["key_id"].map(fusion_keys)
+    ops["fusion"] = fusion.astype(object).where(fusion.notna(), None)
+    base_claims, new_claims = claimed_instances(groups)
+    ops["base_claimed"] = ops["key_id"].map(base_claims)
+    ops["new_claimed"] = ops["key_id"].map(new_claims)
+    ops["mc2_us"] = mc2_part(ops, groups)
+    return ops.reindex(ops["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
 
 
 def analyse(cmp: Comparison, vocab: Vocabulary | None = None) -> Analysis:
@@ -54,5 +78,11 @@ def analyse(cmp: Comparison, vocab: Vocabulary | None = None) -> Analysis:
         findings.insert(0, hidden)
     findings += operator_findings(cmp, claimed, groups)
     findings += slow_ranks(cmp)
-    findings.sort(key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
-    return Analysis(tuple(groups), tuple(findings), claimed, compute)
+    grown = memory_growth(cmp.memory, cmp.thresholds)
+    findings += [grown] if grown else []
+    findings.sort(key=lambda f: SEVERITY_ORDER.get(f.severity, len(SEVERITY_ORDER)))
+    memory = memory_sentence(cmp.memory, cmp.thresholds)
+    text = headline(cmp, findings, groups, compute)
+    return Analysis(tuple(groups), tuple(findings), claimed, compute,
+                    _operators(cmp, groups, claimed), f"{text} {memory}" if memory else text,
+                    memory)

@@ -38,13 +38,13 @@ def _significant_drop(cmp: Comparison, field_name: str) -> bool:
     new_rows = _kept_rows(cmp.new.steps, cmp.step.new_steps)
     base = base_rows.groupby(base_rows["step"].fillna(-1))[field_name].mean()
     new = new_rows.groupby(new_rows["step"].fillna(-1))[field_name].mean()
-    floor = cmp.settings.material_pct / 100 * max(cmp.step.base_us, 1e-9)
+    floor = cmp.thresholds.material_pct / 100 * max(cmp.step.base_us, 1e-9)
     material = abs(new.mean() - base.mean()) >= floor
     # A breakdown part can be 0 in a step (no exposed communication): Welch on raw values.
     p_value = welch_p(base.to_numpy(), new.to_numpy())
     if p_value is None:
         return bool(material)
-    return bool(material and p_value < cmp.settings.alpha)
+    return bool(material and p_value < cmp.thresholds.alpha)
 
 
 def _grown(cmp: Comparison) -> pd.DataFrame:
@@ -151,7 +151,7 @@ def comm_hides_compute(cmp: Comparison, groups: list[FusionGroup],
         return None
     # Compute gains that win clearly are not "hidden": the step must have got slower, or
     # communication growth must have eaten at least half of the compute gain.
-    if d_step <= 0 and d_exposed < cmp.settings.eaten_share * -d_comp:
+    if d_step <= 0 and d_exposed < cmp.thresholds.eaten_share * -d_comp:
         return None
     if not (_significant_drop(cmp, "computing")
             and _significant_drop(cmp, "communication_not_overlapped")):

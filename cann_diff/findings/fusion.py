@@ -87,7 +87,7 @@ def _comm_part(spec: FusedOp, cmp: Comparison, split_side: str, fused_side: str,
             return None
         row = comm.loc[comm_type]
         gained = row[f"{split_side}_count"] - row[f"{fused_side}_count"]
-        if gained < cmp.settings.fusion_min_share * lost:
+        if gained < cmp.thresholds.fusion_min_share * lost:
             return None
         taken = min(gained, lost)
         # Marginal cost of the ops gained, not the side's mean op: other collectives of
@@ -125,7 +125,7 @@ def _detect_one(spec: FusedOp, cmp: Comparison,
     for family in spec.compute[:1]:
         paired, paired_by = _paired_compute_keys(ops, main, family)
         gained = paired[f"{split_side}_count"].sum() - paired[f"{fused_side}_count"].sum()
-        if gained < cmp.settings.fusion_min_share * lost:
+        if gained < cmp.thresholds.fusion_min_share * lost:
             return None
         claims = _claim(paired, split_side, fused_side, min(gained, lost), taken_before)
         mean = paired.set_index("key_id")[f"{split_side}_mean_us"]

@@ -9,10 +9,13 @@ kernel ran inside it), and Free or Bubble growth when it is at least
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .. import format as fmt
 from ..compare import Comparison
-from . import Analysis
-from .compute_split import split_computing
+from .base import Finding
+from .compute_split import ComputeSplit
+from .fusion import FusionGroup
 
 PART_NAMES = {"free": "Free (device idle) time", "bubble": "Bubble time"}
 
@@ -32,7 +35,7 @@ def _screened(cmp: Comparison) -> str:
 def _parts(cmp: Comparison, skip: str = "") -> str:
     """``; Free … grew by …`` for Free/Bubble growth of at least a share of the step change."""
     s = cmp.step
-    floor = cmp.settings.material_pct / 100 * max(abs(s.base_us), 1e-9)
+    floor = cmp.thresholds.material_pct / 100 * max(abs(s.base_us), 1e-9)
     if not abs(s.delta_us) >= floor:
         return ""
     out = []
@@ -40,25 +43,25 @@ def _parts(cmp: Comparison, skip: str = "") -> str:
         delta = s.breakdown.get(name, {}).get("delta_us")
         if name == skip or fmt.is_missing(delta) or delta <= 0:
             continue
-        if delta >= cmp.settings.headline_part_share * abs(s.delta_us):
+        if delta >= cmp.thresholds.headline_part_share * abs(s.delta_us):
             out.append(f"{label} grew by {fmt.ms(delta)} ms, "
                        f"{delta / abs(s.delta_us):.0%} of the step change")
     return "; " + "; ".join(out) if out else ""
 
 
-def _hidden(cmp: Comparison, analysis: Analysis, hidden) -> str:
+def _hidden(cmp: Comparison, fusion: Sequence[FusionGroup], compute: ComputeSplit,
+            hidden: Finding) -> str:
     s = cmp.step
     base_new = f"{fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms per step"
     grown = hidden.data["comm_growth"]
     more = ", ".join(f"{v['delta_count']:g} more {k}" for k, v in grown.items()
                      if v["delta_count"] > 0)
-    split = [g.fused_type for g in analysis.fusion if g.direction == "split"]
+    split = [g.fused_type for g in fusion if g.direction == "split"]
     why = f" because {', '.join(split)} is no longer fused" if split else ""
     exposed = fmt.ms(hidden.data["delta_exposed_us"])
     comm = (f"{more} operations per step add {exposed} ms of exposed communication"
             if more else f"exposed communication grew by {exposed} ms"
             f"{' (' + ', '.join(grown) + ')' if grown else ''}")
-    compute = analysis.compute or split_computing(cmp, analysis.fusion)
     like = compute.like_for_like_us
     gain = (f"its like-for-like kernels got {fmt.ms(-like)} ms faster" if like < 0 else
             f"its computing time fell by {fmt.ms(-hidden.data['delta_computing_us'])} ms")
@@ -86,12 +89,13 @@ def _unchanged(cmp: Comparison) -> str:
             f"{fmt.pct(s.delta_pct)}{_screened(cmp)}).")
 
 
-def headline(cmp: Comparison, analysis: Analysis) -> str:
+def headline(cmp: Comparison, findings: Sequence[Finding], fusion: Sequence[FusionGroup],
+             compute: ComputeSplit) -> str:
     """One sentence: the verdict on the step time, and why."""
     s = cmp.step
-    hidden = next((f for f in analysis.findings if f.id == "comm-hides-compute"), None)
+    hidden = next((f for f in findings if f.id == "comm-hides-compute"), None)
     if hidden:
-        return _hidden(cmp, analysis, hidden)
+        return _hidden(cmp, fusion, compute, hidden)
     if s.status == "unchanged":
         return _unchanged(cmp)
     word = "slower" if s.status == "regressed" else "faster"

@@ -35,7 +35,7 @@ def _count_finding(cmp: Comparison, ops: pd.DataFrame,
     top = ", ".join(f"{r.op_type} {_short(r.input_shapes)} {r.base_left:g} → {r.new_left:g} "
                     f"per step ({ms(r.left_effect_us)})" for r in rows.head(3).itertuples())
     effect = float(rows["left_effect_us"].sum())
-    material = abs(effect) >= cmp.settings.material_pct / 100 * max(cmp.step.base_us, 1e-9)
+    material = abs(effect) >= cmp.thresholds.material_pct / 100 * max(cmp.step.base_us, 1e-9)
     return Finding("count-changed", "medium" if material else "info",
                    f"{len(rows)} operator key(s) run a different number of times per step",
                    f"Largest: {top}. A count change is other work, not a faster or slower "

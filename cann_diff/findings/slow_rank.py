@@ -12,21 +12,21 @@ from .base import Finding, ms
 def slow_ranks(cmp: Comparison) -> list[Finding]:
     """Ranks of the new run whose step, computing or exposed communication is an outlier."""
     ranks = cmp.ranks
-    settings = cmp.settings
-    if len(ranks) < settings.min_ranks:
+    thresholds = cmp.thresholds
+    if len(ranks) < thresholds.min_ranks:
         return []
     findings = []
     for column, what in (("new_computing", "computing"),
                          ("new_communication_not_overlapped", "exposed communication"),
                          ("new_stage", "step time")):
         values = ranks[column].dropna()
-        if len(values) < settings.min_ranks:
+        if len(values) < thresholds.min_ranks:
             continue
         median = values.median()
         mad = (values - median).abs().median() * 1.4826
-        floor = max(mad, settings.rank_floor_pct / 100 * abs(median), 1e-9)
+        floor = max(mad, thresholds.rank_floor_pct / 100 * abs(median), 1e-9)
         z = (values - median) / floor
-        for index in z[z > settings.outlier_z].index:
+        for index in z[z > thresholds.outlier_z].index:
             rank = int(ranks.loc[index, "rank"])
             excess = values[index] - median
             why, kind = _waiting_or_transfer(ranks, index)

@@ -28,13 +28,14 @@ from ..errors import InputError
 from ..schema import (
     STEP_COLUMNS,
     MemoryData,
+    Note,
     Run,
     RunMeta,
     RunSummary,
     conform_ops,
     empty_comm,
 )
-from ..settings import DEFAULT_SETTINGS, Settings
+from ..settings import DEFAULT_LIMITS, Limits
 from ..vocab import Vocabulary
 from . import cluster_output, kernelless, msprof_dirs, sqlite_db, torch_text, trace_json
 from .base import RankData
@@ -42,7 +43,7 @@ from .derive import concat_frames, concat_ranks
 from .files import is_directory, list_dir, present
 from .framework import combine_framework
 from .maps import load_vocabulary
-from .memory import memory_data, read_rank_memory, select_memory, step_intervals
+from .memory import MEMORY_NOTE, memory_data, read_rank_memory, select_memory, step_intervals
 from .provenance import rank_facts, read_provenance
 from .rank_reduce import RankPlan, StepRanges, in_ranges, reduce_ranks
 from .reduce import StackShare, combine, samples_per_rank, select
@@ -140,13 +141,13 @@ def _rank_of(data: RankData) -> int:
     return data.rank
 
 
-def _assign_ranks(datas: list[RankData]) -> tuple[list[RankData], list[str]]:
+def _assign_ranks(datas: list[RankData]) -> tuple[list[RankData], list[Note]]:
     """Give every rank an id; for duplicates keep the newest result (by directory name).
 
     Kernels, steps, communication and memory travel together in one RankData, so the
     rank a duplicate loses is lost for all of them alike.
     """
-    warnings = []
+    warnings: list[Note] = []
     used = {d.rank for d in datas if d.rank is not None}
     free = (n for n in range(len(datas) + len(used) + 1) if n not in used)
     for data in datas:  # ranks that do not say get ids no other rank uses
@@ -156,8 +157,8 @@ def _assign_ranks(datas: list[RankData]) -> tuple[list[RankData], list[str]]:
     for data in sorted(datas, key=lambda d: d.source.name):
         rank = _rank_of(data)
         if rank in by_rank:
-            warnings.append(f"rank {rank}: several results; using {data.source.name}, "
-                            f"ignoring {by_rank[rank].source.name}")
+            warnings.append(Note("duplicate-rank", f"rank {rank}: several results; using "
+                                 f"{data.source.name}, ignoring {by_rank[rank].source.name}"))
         by_rank[rank] = data
     return [by_rank[r] for r in sorted(by_rank)], warnings
 
@@ -212,8 +213,9 @@ def _read_memory_and_facts(plan: RankPlan, source: RankSource, result: RankData)
     intervals = _memory_intervals(result, plan.steps)
     result.memory = read_rank_memory(source.path, plan.keep_rows, intervals)
     if plan.steps and intervals is None and result.memory.recorded:
-        result.memory.notes.append("no kernel times to place its memory samples in steps: "
-                                   "they cover the whole profile, not only the chosen steps")
+        result.memory.notes.append(Note(MEMORY_NOTE, "no kernel times to place its memory "
+                                        "samples in steps: they cover the whole profile, "
+                                        "not only the chosen steps"))
     # Compared by name: on Dask the source's Format is a copy.
     if source.format.name == KERNEL_LESS.name and not result.memory.recorded:
         # The run's "ranks without kernels" warning says what such a rank holds; a note per
@@ -227,7 +229,7 @@ def _steps_of(data: RankData) -> pd.DataFrame | None:
     return data.steps if data.steps is not None else data.kernel_steps
 
 
-def _step_breakdown(datas: list[RankData], warnings: list[str]) -> tuple[pd.DataFrame, str]:
+def _step_breakdown(datas: list[RankData], warnings: list[Note]) -> tuple[pd.DataFrame, str]:
     """The profiler's step figures where a rank has them, else the kernel-derived ones.
 
     A rank with neither (memory alone) has no step figures and counts for neither.
@@ -241,11 +243,13 @@ def _step_breakdown(datas: list[RankData], warnings: list[str]) -> tuple[pd.Data
     if not derived:
         return steps, "step_trace_time"
     if len(derived) == len(stepped):
-        warnings.append("no step_trace_time.csv: step breakdown recomputed from kernel "
-                        "intervals (computing = union of non-communication kernels)")
+        warnings.append(Note("steps-from-kernels", "no step_trace_time.csv: step breakdown "
+                             "recomputed from kernel intervals (computing = union of "
+                             "non-communication kernels)"))
         return steps, "kernels"
-    warnings.append(f"no step_trace_time.csv for rank(s) {_rank_list(derived)}: their step "
-                    "breakdown is recomputed from kernel intervals")
+    warnings.append(Note("steps-from-kernels", f"no step_trace_time.csv for rank(s) "
+                         f"{_rank_list(derived)}: their step breakdown is recomputed "
+                         "from kernel intervals"))
     return steps, "mixed"
 
 
@@ -283,12 +287,13 @@ def select_steps(run: Run, ranges: StepRanges | None) -> Run:
                    summary=summary, memory=memory, framework=chosen(run.framework))
 
 
-def _unread_children(path: Path, sources: list[RankSource]) -> list[str]:
+def _unread_children(path: Path, sources: list[RankSource]) -> list[Note]:
     """Rank-like subdirectories that no reader accepted (nothing readable in them)."""
     paths = {s.path for s in sources}
     if not path.is_dir() or path in paths:
         return []
-    return [f"{child.name}: no readable profile (looked for {_looked_for()}); rank skipped"
+    return [Note("rank-skipped", f"{child.name}: no readable profile (looked for "
+                 f"{_looked_for()}); rank skipped")
             for child in sorted(path.iterdir())
             if child.is_dir() and child not in paths
             and (child.name.endswith(("_ascend_pt", "_ascend_ms")) or
@@ -337,7 +342,7 @@ def _chunked(sources: list[RankSource], workers: int, most: int | None = None
 
 def read_all(reader: Reader, sources: list[RankSource], jobs: int,
              progress: Callable[[int, int], None], scheduler: str | None = None,
-             timeout_s: float = DEFAULT_SETTINGS.dask_timeout_s) -> list[RankData]:
+             timeout_s: float = DEFAULT_LIMITS.dask_timeout_s) -> list[RankData]:
     """Read every source: in order, on ``jobs`` worker processes, or in threads.
 
     ``reader(sources[, progress])`` reads a list of sources (``read_and_reduce_many``).
@@ -375,14 +380,14 @@ def read_all(reader: Reader, sources: list[RankSource], jobs: int,
         return flat(results)
 
 
-def _drop_empty(datas: list[RankData]) -> tuple[list[RankData], list[str]]:
+def _drop_empty(datas: list[RankData]) -> tuple[list[RankData], list[Note]]:
     """Leave out kernel-less ranks that held nothing usable; raise when no rank is left."""
     empty = [d for d in datas if d.nothing]
     if empty and len(empty) == len(datas):
         raise kernelless.nothing_read(empty[0].source)
     return [d for d in datas if not d.nothing], [
-        f"{d.source.name}: no kernels, steps, communication or memory data; rank skipped"
-        for d in empty]
+        Note("rank-skipped", f"{d.source.name}: no kernels, steps, communication or memory "
+             "data; rank skipped") for d in empty]
 
 
 def _holdings(data: RankData) -> str:
@@ -393,7 +398,7 @@ def _holdings(data: RankData) -> str:
     return f"{', '.join(held)} only" if held else "nothing else"
 
 
-def _without_kernels(datas: list[RankData]) -> tuple[tuple[int, ...], list[str]]:
+def _without_kernels(datas: list[RankData]) -> tuple[tuple[int, ...], list[Note]]:
     """Ranks read without kernels and, when other ranks have kernels, a warning naming them.
 
     e.g. ``ranks without kernels: 1, 3 (step breakdown, communication only)``.
@@ -406,7 +411,7 @@ def _without_kernels(datas: list[RankData]) -> tuple[tuple[int, ...], list[str]]
     for data in lacking:
         groups.setdefault(_holdings(data), []).append(_rank_of(data))
     named = "; ".join(f"{_rank_list(group)} ({held})" for held, group in groups.items())
-    return ranks, [f"ranks without kernels: {named}"]
+    return ranks, [Note("ranks-without-kernels", f"ranks without kernels: {named}")]
 
 
 STEPS_MEMORY_NOTE = ("steps chosen: memory samples are those inside the chosen steps' kernel "
@@ -416,7 +421,8 @@ STEPS_MEMORY_NOTE = ("steps chosen: memory samples are those inside the chosen s
 def _memory_of(datas: list[RankData], keep_rows: bool, steps: StepRanges | None) -> MemoryData:
     """The memory of the run: every rank that was read for it, under its rank id."""
     read = [(d, d.memory) for d in datas if d.memory is not None]
-    notes = [STEPS_MEMORY_NOTE] if steps and any(m.recorded for _, m in read) else []
+    notes = [Note(MEMORY_NOTE, STEPS_MEMORY_NOTE)] if steps and any(m.recorded for _, m in read) \
+        else []
     no_spans = pd.DataFrame({"step": pd.Series(dtype="int64"),
                              "start_us": pd.Series(dtype="float64"),
                              "end_us": pd.Series(dtype="float64")})
@@ -425,21 +431,21 @@ def _memory_of(datas: list[RankData], keep_rows: bool, steps: StepRanges | None)
                        keep_rows, notes)
 
 
-def _read_ranks(path: Path, settings: Settings, plan: RankPlan, jobs: int,
-                scheduler: str | None, progress) -> tuple[Format, list[RankData], list[str]]:
+def _read_ranks(path: Path, limits: Limits, plan: RankPlan, jobs: int,
+                scheduler: str | None, progress) -> tuple[Format, list[RankData], list[Note]]:
     """Find and read the ranks of one input: its format, the ranks kept, warnings."""
     fmt, sources = find_rank_sources(path)
     with_kernels = sum(s.format.name != KERNEL_LESS.name for s in sources)
-    plan = replace(plan, max_samples=samples_per_rank(with_kernels))
+    plan = replace(plan, max_samples=samples_per_rank(with_kernels, limits.sample_budget))
     reader = partial(read_and_reduce_many, plan)
-    datas = read_all(reader, sources, jobs, progress, scheduler, settings.dask_timeout_s)
+    datas = read_all(reader, sources, jobs, progress, scheduler, limits.dask_timeout_s)
     datas, skipped = _drop_empty(datas)
     datas, warnings = _assign_ranks(datas)
     return fmt, datas, _unread_children(path, sources) + skipped + warnings
 
 
 def load_run(path: str | Path, label: str | None = None, *,
-             settings: Settings = DEFAULT_SETTINGS, fusion_map: Path | None = None,
+             limits: Limits = DEFAULT_LIMITS, fusion_map: Path | None = None,
              alias_map: Path | None = None, jobs: int = 1, scheduler: str | None = None,
              keep_rows: bool = True, steps: StepRanges | None = None,
              progress=lambda done, total: None, vocab: Vocabulary | None = None) -> Run:
@@ -450,7 +456,7 @@ def load_run(path: str | Path, label: str | None = None, *,
     ``jobs`` ≥ 2 guards its entry point with ``if __name__ == "__main__":``, as
     multiprocessing asks), and ``progress(done, total)`` is called as they come in; with
     ``scheduler`` (a Dask scheduler address) ranks are read on that cluster instead
-    (``settings.dask_timeout_s`` to reach it). Each rank is read once and reduced where
+    (``limits.dask_timeout_s`` to reach it). Each rank is read once and reduced where
     it is read: kernels, steps, communication and memory (``Run.memory``) come from the
     same ranks under the same ids.
     ``keep_rows=False`` keeps only the summaries, which is what a cluster of many ranks
@@ -462,15 +468,15 @@ def load_run(path: str | Path, label: str | None = None, *,
     path = Path(path)
     vocab = vocab or load_vocabulary(fusion_map, alias_map)
     plan = RankPlan(vocab, None, keep_rows, steps)
-    fmt, datas, warnings = _read_ranks(path, settings, plan, jobs, scheduler, progress)
+    fmt, datas, warnings = _read_ranks(path, limits, plan, jobs, scheduler, progress)
     for data in datas:
-        warnings += data.warnings
+        warnings += [Note("input", text) for text in data.warnings]
     parts: list[tuple[int, RunSummary | StackShare]] = []
     for data in datas:
         held = data.share if data.share is not None else data.summary
         if held is not None:
             parts.append((_rank_of(data), held))
-    summary = combine(parts)
+    summary = combine(parts, limits.sample_budget)
     outside = sum(d.outside_steps for d in datas)
     unstepped = summary.ops["step"].isna().to_numpy()
     if unstepped.any() and not unstepped.all():  # whole ranks without step ids
@@ -482,7 +488,8 @@ def load_run(path: str | Path, label: str | None = None, *,
             if keep_rows:
                 data.ops = data.ops[data.ops["step"].notna().to_numpy()]
     if outside:
-        warnings.append(f"{outside} kernel(s) fall outside every profiler step and are left out")
+        warnings.append(Note("outside-steps", f"{outside} kernel(s) fall outside every "
+                             "profiler step and are left out"))
     available = sorted({s for d in datas for s in d.step_ids})
     if steps and available and summary.kernels == 0 and not any(
             d.steps is not None and len(d.steps) for d in datas):
@@ -490,11 +497,13 @@ def load_run(path: str | Path, label: str | None = None, *,
                                f"(it has steps {available})")
     if summary.kernels == 0:
         what = " (a cluster summary)" if fmt.name == cluster_output.FORMAT else ""
-        warnings.append(f"no kernel rows{what}: operator comparison unavailable")
+        warnings.append(Note("no-kernels", f"no kernel rows{what}: operator comparison "
+                             "unavailable"))
     step_frame, step_source = _step_breakdown(datas, warnings)
     has_comm_ops = (summary.ops["category"] == "communication").any()
     if has_comm_ops and not any(d.has_comm for d in datas):
-        warnings.append("no communication.json: transit/wait split of communication unavailable")
+        warnings.append(Note("no-communication-detail", "no communication.json: transit/wait "
+                             "split of communication unavailable"))
     without_kernels, note = _without_kernels(datas)
     ops, comm = _rows_of(datas) if keep_rows else (None, None)
     framework, framework_note = combine_framework(datas)
@@ -526,14 +535,14 @@ def _meta_of(path: Path, fmt: Format, datas: list[RankData]) -> RunMeta:
 
 def read_memory(path: str | Path, *, jobs: int = 1, scheduler: str | None = None,
                 keep_rows: bool = True, steps: StepRanges | None = None,
-                settings: Settings = DEFAULT_SETTINGS) -> MemoryData:
+                limits: Limits = DEFAULT_LIMITS) -> MemoryData:
     """The device memory of one input: ``load_run(path, …).memory`` (for library users).
 
     One pass over the input, kernels included: the ranks and their ids are the Run's.
     Missing files (the profile was taken without ``profile_memory``) become warnings;
     unreadable or truncated files raise InputError, files lacking columns SchemaError.
     """
-    run = load_run(path, settings=settings, jobs=jobs, scheduler=scheduler,
+    run = load_run(path, limits=limits, jobs=jobs, scheduler=scheduler,
                    keep_rows=keep_rows, steps=steps)
     return run.memory if run.memory is not None else MemoryData(ranks=run.meta.ranks)
 

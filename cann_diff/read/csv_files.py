@@ -23,7 +23,7 @@ import pyarrow.csv as pacsv
 
 from ..errors import InputError, SchemaError
 from ..schema import STAGE_FIELDS
-from ..settings import DEFAULT_SETTINGS
+from ..settings import DEFAULT_LIMITS
 from .derive import check_step_figures, drop_impossible_durations
 from .files import brief, open_binary, os_problem, require_file, size_text
 
@@ -78,7 +78,7 @@ def _cached_header(path: str, size: int, mtime_ns: int) -> tuple[str, ...]:
 
 
 def _read_header(path: Path) -> tuple[str, ...]:
-    limit = DEFAULT_SETTINGS.max_header_bytes
+    limit = DEFAULT_LIMITS.max_header_bytes
     with open_binary(path) as handle:
         try:
             head = handle.read(limit)

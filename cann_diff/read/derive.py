@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..errors import InputError, SchemaError
 from ..schema import STAGE_FIELDS
-from ..settings import DEFAULT_SETTINGS
+from ..settings import DEFAULT_LIMITS
 from .files import shown
 
 # msprof CHIP_TABLE: info.json ``platform_version`` -> chip (FORMATS.md §1.2).
@@ -187,12 +187,12 @@ def impossible_durations(start_ns: np.ndarray, dur_us: np.ndarray) -> np.ndarray
     judged by the strictly shorter rows), and a 1e300 µs cell never is summed.
     """
     dur = np.asarray(dur_us, dtype=np.float64)
-    bad = ~np.isfinite(dur) | (dur < 0) | (dur > DEFAULT_SETTINGS.max_duration_s * 1e6)
+    bad = ~np.isfinite(dur) | (dur < 0) | (dur > DEFAULT_LIMITS.max_duration_s * 1e6)
     start_us = (np.asarray(start_ns, dtype=np.int64) // 1000).astype(np.float64)
     rows = np.flatnonzero(~bad)
     if len(rows) < 2:
         return bad
-    factor = DEFAULT_SETTINGS.absurd_duration_factor
+    factor = DEFAULT_LIMITS.absurd_duration_factor
     # A row longer than the cut is judged against a span that holds every row shorter than
     # the cut; when even the longest row fits within that, only the rows up to the cut
     # need the exact rule (and its sort), not the whole table.
@@ -244,7 +244,7 @@ def drop_impossible_durations(ops: pd.DataFrame, path: Path,
     if longer.any():
         kinds.append(f"absurdly long, up to {float(dur[longer].max()):.4g} µs")
     what = ", ".join(kinds)
-    if count > DEFAULT_SETTINGS.max_bad_duration_share * len(ops):
+    if count > DEFAULT_LIMITS.max_bad_duration_share * len(ops):
         raise InputError(path, f"{count} of {len(ops)} rows have an impossible {column} "
                                f"({what}): the column is broken")
     warning = (f"{shown(path)}: {count} of {len(ops)} rows left out for an impossible "

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..settings import DEFAULT_SETTINGS
+from ..settings import DEFAULT_LIMITS
 
 # Absent, not broken: the name is simply not there (or a parent is not a directory).
 _ABSENT = (errno.ENOENT, errno.ENOTDIR)
@@ -204,7 +204,7 @@ class DepthGuard:
 
     def __init__(self, path: Path, limit: int | None = None):
         self.path = path
-        self.limit = DEFAULT_SETTINGS.max_json_depth if limit is None else limit
+        self.limit = DEFAULT_LIMITS.max_json_depth if limit is None else limit
         self.depth = 0
         self.in_string = False
         self.backslashes = 0  # length of the backslash run that ended the last block

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..schema import NO_LINKS, UNLINKED
+from ..schema import NO_FRAMEWORK_LINKS, NO_LINKS, UNLINKED, Note
 from . import sqlite_db, torch_text
 from .derive import by_category, concat_frames
 from .host_db import read_db_links
@@ -249,16 +249,22 @@ def reduce_framework(data) -> None:
     data.framework, data.framework_note = attribute(data.ops, host), ""
 
 
-def combine_framework(datas: list) -> tuple[pd.DataFrame | None, str]:
-    """Stack the ranks' frames with their rank ids; a note names the ranks without one."""
+def combine_framework(datas: list) -> tuple[pd.DataFrame | None, Note | None]:
+    """Stack the ranks' frames with their rank ids; a note names the ranks without one.
+
+    Without any frame the note (``NO_FRAMEWORK_LINKS``) says why, its ``data["source"]``
+    naming the rank directory its sentence starts with.
+    """
     frames = [d.framework.assign(rank=d.rank) for d in datas if d.framework is not None]
     missing = [d for d in datas if d.framework is None]
     if not frames:
         reason = missing[0].framework_note if missing else "no ranks"
-        return None, f"{reason}: {NO_LINKS}"
-    note = ""
+        source = Path(missing[0].source).name if missing else None
+        return None, Note(NO_FRAMEWORK_LINKS, f"{reason}: {NO_LINKS}", {"source": source})
+    note = None
     if missing:
         ranks = ", ".join(str(d.rank) for d in missing[:8])
-        note = f"rank(s) {ranks} have no host→device links ({missing[0].framework_note}); " \
-               "the framework-operator comparison covers the other ranks"
+        note = Note("framework-coverage", f"rank(s) {ranks} have no host→device links "
+                    f"({missing[0].framework_note}); the framework-operator comparison "
+                    "covers the other ranks")
     return conform_framework(concat_frames(frames)), note

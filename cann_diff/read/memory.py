@@ -55,6 +55,7 @@ from ..schema import (
     COPY_COLUMNS,
     HBM_TOTAL_COLUMNS,
     MAX_POINTS,
+    MEMORY_NOT_RECORDED,
     MODULE_PEAK_COLUMNS,
     OPERATOR_TOTAL_COLUMNS,
     PEAK_COLUMNS,
@@ -62,6 +63,7 @@ from ..schema import (
     TIMELINE_COLUMNS,
     MemoryData,
     MemorySummary,
+    Note,
     memory_frame,
 )
 from .derive import concat_ranks
@@ -93,9 +95,18 @@ MEMORY_FILES = (MEMORY_RECORD, OPERATOR_MEMORY, NPU_MODULE_MEM)
 # db tables that hold memory or data movement: a db without kernels but with one of these
 # is a memory-only rank result.
 MEMORY_TABLES = {"MEMORY_RECORD", "NPU_MEM", "OP_MEMORY", "NPU_MODULE_MEM", "MEMCPY_INFO", "HBM"}
-def _missing(text_name: str, table: str, has_db: bool, what: str) -> str:
+# Note codes: a memory file or table the profile lacks (expected when profile_memory was
+# off), and any other caveat of a rank's memory.
+MEMORY_NOTE = "memory"
+
+
+def _missing(text_name: str, table: str, has_db: bool, what: str) -> Note:
     twin = f" (nor a {table} table in the db)" if has_db else ""
-    return f"no {text_name}{twin}; {what} (was profile_memory=True?)"
+    return Note(MEMORY_NOT_RECORDED, f"no {text_name}{twin}; {what} (was profile_memory=True?)")
+
+
+def _notes(texts: list[str]) -> list[Note]:
+    return [Note(MEMORY_NOTE, text) for text in texts]
 
 
 def _locate(source: Path) -> tuple[Path, list[Path]]:
@@ -113,7 +124,7 @@ def has_memory_files(source: Path) -> bool:
 
 
 def _read_hbm(connection: sqlite3.Connection, db: Path, tables: set[str], out: Path,
-              notes: list[str]) -> pd.DataFrame:
+              notes: list[Note]) -> pd.DataFrame:
     """HBM samples from the db, else from a trace_view.json that is small enough."""
     if "HBM" in tables:
         return read_db_hbm(connection, db)
@@ -124,12 +135,13 @@ def _read_hbm(connection: sqlite3.Connection, db: Path, tables: set[str], out: P
     if trace.is_file():
         # Streaming a multi-GB trace again only for HBM counters would dominate the run; the
         # db export carries the same samples in its HBM table.
-        notes.append(f"{TRACE_VIEW} over {TRACE_HBM_MAX_BYTES // 2**20} MiB: HBM bandwidth "
-                     "not read (export_type=db has it in the HBM table)")
+        notes.append(Note(MEMORY_NOTE, f"{TRACE_VIEW} over {TRACE_HBM_MAX_BYTES // 2**20} "
+                          "MiB: HBM bandwidth not read (export_type=db has it in the HBM "
+                          "table)"))
     return memory_frame(HBM_COLUMNS, ranked=False)
 
 
-def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[str], bool]:
+def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[Note], bool]:
     """Read one rank: text files first, each missing one from the db twin when present.
 
     Returns the frames (records, operators, modules, copies, hbm), notes (what is missing,
@@ -137,7 +149,7 @@ def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[str], bool]
     come from the db only; HBM from the db, else from trace_view.json.
     """
     out, dbs = _locate(source)
-    notes = [f"several profiler dbs; using {dbs[0].name}"] if len(dbs) > 1 else []
+    notes = _notes([f"several profiler dbs; using {dbs[0].name}"] if len(dbs) > 1 else [])
     text = {name: (out / name).is_file() for name in MEMORY_FILES}
     db = dbs[0] if dbs else None
     connection = open_db(db) if db else None
@@ -149,13 +161,13 @@ def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[str], bool]
                 raise
             # Every memory file is in text: the db only adds copies and HBM samples.
             tables = set()
-            notes.append(f"{exc}; copies and HBM bandwidth not read from it")
+            notes += _notes([f"{exc}; copies and HBM bandwidth not read from it"])
         # Read from only where ``tables`` names a table, which only an open db gives.
         conn, db_file = cast(sqlite3.Connection, connection), cast(Path, db)
         frames = {}
         if text[MEMORY_RECORD]:
             frames["records"], more = read_memory_record(out / MEMORY_RECORD)
-            notes += more
+            notes += _notes(more)
         elif tables & {"MEMORY_RECORD", "NPU_MEM"}:
             frames["records"] = read_db_records(conn, db_file, tables)
         else:
@@ -172,7 +184,7 @@ def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[str], bool]
                                   "per-operator allocations unknown"))
         if text[NPU_MODULE_MEM]:
             frames["modules"], more = read_npu_module_mem(out / NPU_MODULE_MEM)
-            notes += more
+            notes += _notes(more)
         elif "NPU_MODULE_MEM" in tables:
             frames["modules"] = read_db_modules(conn, db_file, tables)
         else:
@@ -300,7 +312,7 @@ class RankMemory:
     name: str
     summary: MemorySummary
     copies: pd.DataFrame
-    notes: list[str]
+    notes: list[Note]
     recorded: bool
     raw: dict[str, pd.DataFrame] | None = None
 
@@ -356,14 +368,14 @@ def _stack_summaries(summaries: list[MemorySummary], ranks: list[int]) -> Memory
 
 
 def memory_data(parts: list[tuple[int, RankMemory]], spans: list[pd.DataFrame],
-                keep_rows: bool, warnings: Sequence[str] = ()) -> MemoryData:
+                keep_rows: bool, warnings: Sequence[Note] = ()) -> MemoryData:
     """Stack the ranks of one input (``(rank id, RankMemory)``, ``spans`` alike) into one.
 
     Each rank's notes become warnings ``rank <id> (<directory>): <note>``, after
     ``warnings`` (which concern the input as a whole).
     """
     ranks = [rank for rank, _ in parts]
-    labelled = list(warnings) + [f"rank {rank} ({part.name}): {note}"
+    labelled = list(warnings) + [Note(note.code, f"rank {rank} ({part.name}): {note.text}")
                                  for rank, part in parts for note in part.notes]
     raw = {}
     if keep_rows:
@@ -383,8 +395,9 @@ def select_memory(memory: MemoryData, chosen: np.ndarray) -> MemoryData:
     warning. Ranks without step spans (no kernels, or no step ids) are kept whole.
     """
     if memory.records is None:
-        return replace(memory, warnings=(*memory.warnings, "memory rows were not kept: its "
-                                         "figures cover every step (pass steps= to load_run)"))
+        return replace(memory, warnings=(*memory.warnings, Note(
+            MEMORY_NOTE, "memory rows were not kept: its figures cover every step (pass "
+            "steps= to load_run)")))
     raw = {name: getattr(memory, name) for name in RAW_FRAMES}
     summaries: list[MemorySummary] = []
     kept: dict[str, list[pd.DataFrame]] = {name: [] for name in RAW_FRAMES}

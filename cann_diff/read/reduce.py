@@ -21,14 +21,13 @@ from ..vocab.names import copy_direction
 from .derive import concat_frames
 from .timeline import exposed_communication_us
 
-SAMPLE_BUDGET = 4_000_000  # durations kept per side over all ranks (16 bytes each)
 RANK_SLACK = 2  # a rank may keep twice its even share, so that unequal ranks lose nothing
 COUNT_COLUMNS = ("count", "total_us", "exposed_us")
 
 
-def samples_per_rank(n_ranks: int) -> int:
-    """The durations one rank may keep before the side's budget is shared out."""
-    return max(RANK_SLACK * SAMPLE_BUDGET // max(n_ranks, 1), 1)
+def samples_per_rank(n_ranks: int, budget: int) -> int:
+    """The durations one rank may keep before the side's ``budget`` is shared out."""
+    return max(RANK_SLACK * budget // max(n_ranks, 1), 1)
 
 
 def _empty_ops() -> pd.DataFrame:
@@ -333,18 +332,19 @@ def _with_ranks(frames: list[pd.DataFrame], ranks: list[np.ndarray]) -> pd.DataF
     return merged
 
 
-def combine(parts: list[tuple[int, RunSummary | StackShare]]) -> RunSummary:
+def combine(parts: list[tuple[int, RunSummary | StackShare]], budget: int) -> RunSummary:
     """Stack the summaries of ranks (or their shares of a stack), giving each its rank id.
 
     Every rank is brought to one fraction — the smallest any rank kept, and no more than
-    the side's budget allows — so that the pooled samples weigh ranks alike.
+    the side's ``budget`` of durations allows — so that the pooled samples weigh ranks
+    alike.
     """
     if not parts:
         return empty_summary()
     pieces = _pieces(parts)
     counts = [p.summary.ops["count"].to_numpy(np.int64) for p in pieces]
     fraction = min([p.summary.fraction for p in pieces] +
-                   [sample_fraction(np.concatenate(counts), SAMPLE_BUDGET)])
+                   [sample_fraction(np.concatenate(counts), budget)])
     if fraction < 1:  # resampled rank by rank, as their own summaries would be
         pieces = _pieces(parts, join=False)
         counts = [p.summary.ops["count"].to_numpy(np.int64) for p in pieces]

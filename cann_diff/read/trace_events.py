@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InputError, SchemaError
-from ..settings import DEFAULT_SETTINGS
+from ..settings import DEFAULT_LIMITS
 from .files import DepthGuard, brief, json_problem, open_binary, os_problem, size_text
 
 CHUNK = 1 << 16
@@ -208,7 +208,7 @@ def _first_chunk(handle, path: Path) -> bytes:
     InputError for a file that is empty or blank for ``max_leading_blank_bytes``:
     a trace starts with ``[`` or ``{``, and a gzip of blanks would inflate for hours.
     """
-    limit = DEFAULT_SETTINGS.max_leading_blank_bytes
+    limit = DEFAULT_LIMITS.max_leading_blank_bytes
     skipped = 0
     while skipped <= limit:
         chunk = handle.read(CHUNK)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..settings import DEFAULT_SETTINGS
+from ..settings import DEFAULT_LIMITS
 from . import fast_json
 from .files import SCAN_BLOCK, DepthGuard
 from .trace_events import _first_chunk, _open
@@ -151,7 +151,7 @@ def _stream(handle, block: bytes, spans: _Spans, values: list[np.ndarray],
             continue
         block_quotes, block_starts, ends, block_escapes = spans.scan(block)
         buffer += block
-        if len(buffer) > DEFAULT_SETTINGS.max_pending_trace_bytes:
+        if len(buffer) > DEFAULT_LIMITS.max_pending_trace_bytes:
             raise NotVouched("an event larger than the pending bound")
         quotes = np.concatenate([quotes, block_quotes])
         starts = np.concatenate([starts, block_starts])

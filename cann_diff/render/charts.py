@@ -27,9 +27,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import StrMethodFormatter  # noqa: E402
 
-from ..compare.memory import MemoryComparison  # noqa: E402
-from ..report import OperatorRow, RankRow, Report  # noqa: E402
-from ..summary import Summary  # noqa: E402
+from ..report.model import Memory, OperatorRow, RankRow, Report, Summary  # noqa: E402
 from .files import write_atomic  # noqa: E402
 from .memory import has_timeline  # noqa: E402
 
@@ -382,7 +380,7 @@ def draw_candidates(summary: Summary, path: Path) -> Path:
 # --------------------------------------------------------------------------- memory
 
 
-def memory_figure(comparison: MemoryComparison) -> Figure:
+def memory_figure(comparison: Memory) -> Figure:
     """Reserved memory (MB) over ms since each run's first sample.
 
     Both runs start at 0 so their shapes line up; the axis starts at 0 MB so that a few MB
@@ -418,7 +416,7 @@ def memory_figure(comparison: MemoryComparison) -> Figure:
     return figure
 
 
-def draw_memory_chart(comparison: MemoryComparison, out_path: Path) -> Path:
+def draw_memory_chart(comparison: Memory, out_path: Path) -> Path:
     """Draw ``memory_figure`` into ``out_path`` (800 × 400 px); return ``out_path``."""
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)

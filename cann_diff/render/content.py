@@ -309,7 +309,7 @@ def _framework(report: Report) -> list[Block]:
     if report.framework_ops is None:
         if not report.framework_note:
             return []
-        return [absent("By framework operator", report.framework_note)]
+        return [absent("By framework operator", report.framework_note.text)]
     moved = [op for op in report.framework_ops if op.status != "unchanged"][: report.top_n]
     shown = moved or list(report.framework_ops[: report.top_n])
     rows = tuple((cell(code(op.name)), cell(code(fmt.shapes(op.input_shapes or "*"))),
@@ -329,7 +329,7 @@ def _framework(report: Report) -> list[Block]:
                          if moved else "None changed.")),
         Table(("framework op", "input shapes", "count /step", "base /step", "new /step", "Δ",
                "status", "base kernels", "new kernels"), rows, sortable=True)]
-    blocks += [Paragraph(inline(note), "small") for note in report.framework_notes]
+    blocks += [Paragraph(inline(note.text), "small") for note in report.framework_notes]
     if report.framework_modules:
         mods = [m for m in report.framework_modules if m.status != "unchanged"][: report.top_n]
         mods = mods or list(report.framework_modules[: report.top_n])
@@ -485,7 +485,7 @@ def _families(report: Report, charts: Collection[str]) -> list[Block]:
 
 
 def _side_warnings(report: Report) -> list[Block]:
-    lines = tuple(inline(f"⚠ {side}: ", w) for side, ws in (("base", report.base.warnings),
+    lines = tuple(inline(f"⚠ {side}: ", w.text) for side, ws in (("base", report.base.warnings),
                                                              ("new", report.new.warnings))
                   for w in ws)
     return [Warnings(lines)] if lines else []

@@ -1,13 +1,13 @@
 """The device-memory section of the report, as document blocks (``document.py``).
 
-It reads the report's ``MemoryComparison`` and does no arithmetic beyond formatting; the
+It reads the report's ``Memory`` section and does no arithmetic beyond formatting; the
 chart is drawn in ``render/charts.py``. ``render_memory_markdown`` gives the section as
 Markdown on its own.
 """
 
 from __future__ import annotations
 
-from ..compare.memory import CopyChange, MemoryComparison, PeakChange
+from ..report.model import CopyChange, Memory, PeakChange
 from .document import Block, Bullets, Chart, Heading, Paragraph, Table, cell, code, inline, strong
 
 MISSING = "–"
@@ -52,7 +52,7 @@ def _peak_row(title: str, peak: PeakChange) -> list:
             cell(_pct(peak.delta_pct), sort=peak.delta_pct)]
 
 
-def _peaks(comparison: MemoryComparison) -> list[Block]:
+def _peaks(comparison: Memory) -> list[Block]:
     peaks = [(title, p) for title, p in (("Peak reserved", comparison.peak_reserved),
                                          ("Peak allocated", comparison.peak_allocated)) if p]
     if not peaks:
@@ -69,11 +69,11 @@ def _peaks(comparison: MemoryComparison) -> list[Block]:
     return blocks
 
 
-def _components(comparison: MemoryComparison) -> list[Block]:
+def _components(comparison: Memory) -> list[Block]:
     if not comparison.components:
         return []
-    rows = [[_name(c["component"]), _mb(c["base_allocated_mb"]), _mb(c["new_allocated_mb"]),
-             _mb(c["base_reserved_mb"]), _mb(c["new_reserved_mb"])]
+    rows = [[_name(c.component), _mb(c.base_allocated_mb), _mb(c.new_allocated_mb),
+             _mb(c.base_reserved_mb), _mb(c.new_reserved_mb)]
             for c in comparison.components]
     headers = ["component", "base allocated MB", "new allocated MB", "base reserved MB",
                "new reserved MB"]
@@ -84,7 +84,7 @@ def _components(comparison: MemoryComparison) -> list[Block]:
             _table(headers, rows)]
 
 
-def _operators(comparison: MemoryComparison) -> list[Block]:
+def _operators(comparison: Memory) -> list[Block]:
     title = Heading(3, inline("Operator allocations"))
     if not comparison.operators_compared:
         return [title, Paragraph(inline("No operator allocations recorded "
@@ -110,7 +110,7 @@ def _operators(comparison: MemoryComparison) -> list[Block]:
             _table(headers, rows, sortable=True)]
 
 
-def _modules(comparison: MemoryComparison) -> list[Block]:
+def _modules(comparison: Memory) -> list[Block]:
     if not comparison.modules:
         return []
     rows = [[_name(m.module), cell(_mb(m.base_peak_mb), sort=m.base_peak_mb),
@@ -142,7 +142,7 @@ def _copy_row(c: CopyChange) -> list:
             _pct(c.delta_pct), _mb(c.base_mb), _mb(c.new_mb), _delta(c.delta_mb)]
 
 
-def _copies(comparison: MemoryComparison) -> list[Block]:
+def _copies(comparison: Memory) -> list[Block]:
     if comparison.copies_total is None:
         return []
     rows = [_copy_row(c) for c in comparison.copies]
@@ -158,7 +158,7 @@ def _copies(comparison: MemoryComparison) -> list[Block]:
             _table(headers, rows)]
 
 
-def _hbm(comparison: MemoryComparison) -> list[Block]:
+def _hbm(comparison: Memory) -> list[Block]:
     if not comparison.hbm:
         return []
     rows = []
@@ -175,12 +175,12 @@ def _hbm(comparison: MemoryComparison) -> list[Block]:
             _table(["", "base GB/s", "new GB/s", "Δ GB/s", "Δ %"], rows)]
 
 
-def has_timeline(comparison: MemoryComparison) -> bool:
+def has_timeline(comparison: Memory) -> bool:
     """True when either run has reserved-memory samples to draw."""
     return bool(comparison.base_timeline.time_ms or comparison.new_timeline.time_ms)
 
 
-def memory_blocks(comparison: MemoryComparison, chart: bool) -> list[Block]:
+def memory_blocks(comparison: Memory, chart: bool) -> list[Block]:
     """The "Device memory" section; ``chart``: memory.png was drawn. Sizes in MB."""
     blocks: list[Block] = [Heading(2, inline("Device memory"), "memory")]
     if comparison.headline:
@@ -197,11 +197,11 @@ def memory_blocks(comparison: MemoryComparison, chart: bool) -> list[Block]:
         blocks += part
     if comparison.warnings:
         blocks += [Paragraph(inline("Notes:")),
-                   Bullets(tuple(inline(_name(w)) for w in comparison.warnings))]
+                   Bullets(tuple(inline(_name(w.text)) for w in comparison.warnings))]
     return blocks
 
 
-def render_memory_markdown(comparison: MemoryComparison, chart_name: str | None) -> str:
+def render_memory_markdown(comparison: Memory, chart_name: str | None) -> str:
     """Return the Markdown "Device memory" section; ``chart_name`` is a relative link or None.
 
     Sizes in MB. Warnings become a bullet list at the end of the section.

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from .. import format as fmt
-from ..summary import Candidate, Summary
+from ..report.model import Candidate, Summary
 from .document import (
     Block,
     Bullets,

@@ -1,96 +1,26 @@
-"""Report stage: one typed, frozen model of the result that every renderer reads.
+"""The report model: frozen types that every renderer reads, and nothing else.
 
-Markdown, report.json, ranks.csv and the charts all render this model and nothing else,
-so they cannot disagree. Every part is a frozen dataclass; ``Report.to_dict()`` is
-report.json (schema ``cann-diff/1``; every key is described in
-``cann_diff/data/report.schema.json``), derived from the fields by ``to_json``.
+Markdown, HTML, report.json, ranks.csv and the charts all render these types, so they
+cannot disagree. Every part is a frozen dataclass built by ``build.py``;
+``Report.to_dict()`` is report.json (schema ``cann-diff/1``; every key is described in
+``cann_diff/data/report.schema.json``), derived from the fields by ``json_form.to_json``.
 Operator figures are per step and per rank: ``base_count`` ops per step,
 ``base_total_us`` µs per step; ``base_instances`` is the raw count over the whole run.
+The memory section's types, the copies' and the several-candidates summary's are here
+too. Caveats are ``Note``s (``schema.py``); report.json holds their sentences.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from importlib import metadata, resources
-from types import MappingProxyType
-from typing import Any, TypeVar
+from importlib import metadata
+from typing import Any
 
-import numpy as np
-import pandas as pd
-
-from .compare import Comparison
-from .compare.families import compare_families
-from .compare.memory import MemoryComparison
-from .compare.steps import ScreenedStep
-from .findings import Analysis, FusionGroup
-from .findings.compute_split import mc2_part
-from .findings.headline import headline
-from .schema import Note, Run
-
-SCHEMA = "cann-diff/1"
-
-
-def json_schema() -> dict:
-    """The JSON Schema (2020-12) of report.json: ``cann_diff/data/report.schema.json``."""
-    text = resources.files("cann_diff").joinpath("data/report.schema.json").read_text("utf-8")
-    return json.loads(text)
-
-
-def clean(value: Any) -> Any:
-    """Make a scalar JSON-safe: numpy scalars to Python, NaN/inf/NA to None."""
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(float(value)) else None
-    if value is None or isinstance(value, (str, int)):
-        return value
-    try:
-        return None if pd.isna(value) else value
-    except (TypeError, ValueError):
-        return value
-
-
-def to_json(value: Any) -> Any:
-    """A model object as JSON-ready data: dataclasses by field order, mappings, sequences."""
-    if hasattr(value, "to_dict") and not isinstance(value, Report):
-        return to_json(value.to_dict())
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json(getattr(value, f.name)) for f in fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): to_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
-    return clean(value)
-
-
-def frozen(mapping: Mapping | None) -> Mapping:
-    """A read-only view of a mapping, nested mappings included."""
-    return MappingProxyType({k: frozen(v) if isinstance(v, Mapping) else v
-                             for k, v in (mapping or {}).items()})
-
-
-Row = TypeVar("Row")
-
-
-def rows_of(frame: pd.DataFrame, row_type: type[Row]) -> tuple[Row, ...]:
-    """Each row of ``frame`` as ``row_type``; a field the frame lacks is None."""
-    names = [f.name for f in fields(row_type)]  # type: ignore[arg-type]
-    if frame is None or frame.empty:
-        return ()
-    table = frame.reindex(columns=names).astype(object)
-    table = table.where(table.notna(), None)
-    return tuple(row_type(**{k: clean(v) for k, v in record.items()})
-                 for record in table.to_dict("records"))
-
-
-# --------------------------------------------------------------------------- the model
+from ..schema import Note
+from .json_form import SCHEMA, fields_json
 
 
 @dataclass(frozen=True)
@@ -123,7 +53,7 @@ class Side:
     profiler_level: str | None
     steps: tuple[int, ...]
     step_source: str
-    warnings: tuple[str, ...]
+    warnings: tuple[Note, ...]
     driver: str | None = None
     device_count: int | None = None
     collected: str | None = None
@@ -190,6 +120,17 @@ class StepResult:
     new_steps: tuple[int, ...] = ()
     screened: tuple[ScreenedStep, ...] = ()
     all_steps: AllSteps | None = None
+
+
+@dataclass(frozen=True)
+class ScreenedStep:
+    """A step left out of the step comparison: its Stage (µs), its side's median, its z."""
+
+    side: str
+    step: int
+    stage_us: float
+    median_us: float
+    z: float
 
 
 @dataclass(frozen=True)
@@ -525,15 +466,15 @@ class Report:
     top_n: int
     ranks: tuple[RankRow, ...] = ()
     comm_groups: tuple[GroupRow, ...] = ()
-    memory: MemoryComparison | None = None
+    memory: Memory | None = None
     compute: ComputeSplitResult | None = None
     families: tuple[FamilyRow, ...] = ()
     tool: Tool = field(default_factory=Tool)
     invocation: Invocation | None = None
     framework_ops: tuple[FrameworkOpRow, ...] | None = None
     framework_modules: tuple[FrameworkModuleRow, ...] | None = None
-    framework_notes: tuple[str, ...] = ()
-    framework_note: str | None = None
+    framework_notes: tuple[Note, ...] = ()
+    framework_note: Note | None = None
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -542,8 +483,7 @@ class Report:
 
     def to_dict(self) -> dict:
         """report.json content."""
-        data = {f.name: to_json(getattr(self, f.name)) for f in fields(self)
-                if f.name not in ("notes", "top_n")}
+        data = fields_json(self, leave_out=("notes", "top_n"))
         data["warnings"] = list(self.warnings)
         order = ("tool", "invocation", "headline", "base", "new", "step", "operators",
                  "categories", "families", "communication", "fusion", "findings", "warnings",
@@ -552,121 +492,210 @@ class Report:
         return {"schema": SCHEMA, **{key: data[key] for key in (*order, *rest)}}
 
 
-# --------------------------------------------------------------------------- building
+# --------------------------------------------------------------------------- device memory
 
 
-def _side(run: Run, steps: tuple[int, ...]) -> Side:
-    meta = run.meta
-    return Side(run.label, meta.path, meta.format, tuple(meta.ranks),
-                Versions(meta.cann_version, meta.torch_npu_version), meta.device,
-                meta.profiler_level, tuple(steps), run.step_source, tuple(run.warnings),
-                meta.driver_version, meta.device_count, meta.collected, meta.host,
-                meta.world_size, meta.parallel, meta.environment, frozen(meta.sources),
-                tuple(run.ranks_without_kernels))
+@dataclass(frozen=True)
+class PeakChange:
+    """Peak of one measure (``reserved``/``allocated``) of one component, base vs new (MB)."""
+
+    measure: str
+    component: str
+    base_mb: float
+    new_mb: float
+    delta_mb: float
+    delta_pct: float | None
+    base_rank: int
+    new_rank: int
 
 
-def _figure(values: Mapping[str, float]) -> Figure:
-    return Figure(clean(values["base_us"]), clean(values["new_us"]), clean(values["delta_us"]))
+@dataclass(frozen=True)
+class ComponentPeak:
+    """One memory_record component's peaks over the run (MB; None when not recorded)."""
+
+    component: str
+    base_allocated_mb: float | None
+    base_reserved_mb: float | None
+    new_allocated_mb: float | None
+    new_reserved_mb: float | None
 
 
-def _step(cmp: Comparison) -> StepResult:
-    s = cmp.step
-    breakdown = Breakdown(**{f.name: _figure(s.breakdown[f.name]) for f in fields(Breakdown)})
-    screened = tuple(s.screened)  # compare's frozen ScreenedStep, shown as it is
-    every = s.all_steps
-    all_steps = None if every is None else AllSteps(
-        clean(every.base_us), clean(every.new_us), clean(every.delta_us),
-        clean(every.delta_pct), clean(every.p_value), clean(every.ci_low),
-        clean(every.ci_high), tuple(every.base_steps), tuple(every.new_steps))
-    return StepResult(clean(s.base_us), clean(s.new_us), clean(s.delta_us), clean(s.delta_pct),
-                      clean(s.p_value), bool(s.significant),
-                      "unknown" if s.significant is None else "tested",
-                      clean(s.ci_low), clean(s.ci_high), s.status,
-                      tuple(float(v) for v in s.base_samples),
-                      tuple(float(v) for v in s.new_samples), breakdown,
-                      float(s.threshold_pct), bool(s.below_threshold), s.gate_pct, s.gate,
-                      tuple(s.base_steps), tuple(s.new_steps), screened, all_steps)
+@dataclass(frozen=True)
+class OperatorMemoryChange:
+    """Allocations of one operator name, per rank: count, total and largest (MB)."""
+
+    name: str
+    base_count: float
+    new_count: float
+    base_total_mb: float
+    new_total_mb: float
+    delta_mb: float
+    delta_pct: float | None
+    base_largest_mb: float | None
+    new_largest_mb: float | None
+    status: str
 
 
-def _compute(analysis: Analysis) -> ComputeSplitResult | None:
-    split = getattr(analysis, "compute", None)
-    if split is None:
-        return None
-    return ComputeSplitResult(clean(split.base_computing_us), clean(split.new_computing_us),
-                              clean(split.delta_computing_us),
-                              tuple(ComputeRow(name, label, clean(value))
-                                    for name, label, value in split.rows()),
-                              frozen(split.like_for_like_by_family))
+@dataclass(frozen=True)
+class ModuleMemoryChange:
+    """Peak reserved memory of one npu_module_mem module (MB); None when not recorded."""
+
+    module: str
+    base_peak_mb: float | None
+    new_peak_mb: float | None
+    delta_mb: float | None
+    delta_pct: float | None
 
 
-def _fusion(group: FusionGroup) -> FusionRow:
-    return FusionRow(group.fused_type, group.direction, tuple(group.split_types),
-                     group.base_count, group.new_count, frozen(group.split_counts),
-                     group.base_total_us, group.new_total_us, group.delta_us, group.exposed_us,
-                     group.paired_by, group.spec.api, group.spec.min_cann, group.spec.enable)
+@dataclass(frozen=True)
+class MemorySeries:
+    """Reserved memory over time of one rank: ms since its first sample, MB."""
+
+    rank: int | None = None
+    time_ms: tuple[float, ...] = ()
+    reserved_mb: tuple[float, ...] = ()
 
 
-def _operators(cmp: Comparison, analysis: Analysis) -> tuple[OperatorRow, ...]:
-    ops = cmp.operators.copy()
-    fusion = ops["key_id"].map(analysis.fusion_keys)
-    ops["fusion"] = fusion.astype(object).where(fusion.notna(), None)
-    base_claims, new_claims = analysis.fusion_claims
-    ops["base_claimed"] = ops["key_id"].map(base_claims)
-    ops["new_claimed"] = ops["key_id"].map(new_claims)
-    ops["mc2_us"] = mc2_part(ops, analysis.fusion)
-    ops = ops.reindex(ops["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
-    return rows_of(ops, OperatorRow)
+@dataclass(frozen=True)
+class CopyChange:
+    """Host↔device copies of one direction: count and µs per step, MB per rank (db)."""
+
+    direction: str
+    base_count: float | None
+    new_count: float | None
+    base_time_us: float | None
+    new_time_us: float | None
+    delta_time_us: float | None
+    delta_pct: float | None
+    base_mb: float | None
+    new_mb: float | None
+    delta_mb: float | None
 
 
-def _kernels(value) -> tuple[KernelShare, ...]:
-    return tuple(KernelShare(str(k["type"]), float(k["count"]), float(k["device_us"]))
-                 for k in (value if isinstance(value, (list, tuple)) else ()))
+@dataclass(frozen=True)
+class BandwidthChange:
+    """HBM bandwidth of one direction (read/write), GB/s; None on a side without samples."""
+
+    direction: str
+    base_mean_gbps: float | None
+    new_mean_gbps: float | None
+    delta_mean_gbps: float | None
+    delta_mean_pct: float | None
+    base_peak_gbps: float | None
+    new_peak_gbps: float | None
+    delta_peak_gbps: float | None
+    delta_peak_pct: float | None
+    base_samples: int
+    new_samples: int
 
 
-def _framework(framework) -> tuple:
-    """Typed framework-operator and module rows (compare/framework.py), or Nones."""
-    if framework is None:
-        return None, None, ()
-    ops = framework.operators
-    rows = tuple(FrameworkOpRow(str(r["name"]), str(r["input_shapes"] or ""),
-                                float(r["base_count"]), float(r["new_count"]),
-                                clean(r["base_device_us"]), clean(r["new_device_us"]),
-                                clean(r["delta_us"]), str(r["status"]),
-                                _kernels(r["base_kernels"]), _kernels(r["new_kernels"]))
-                 for r in ops.to_dict("records"))
-    modules = None if framework.modules is None else rows_of(framework.modules,
-                                                             FrameworkModuleRow)
-    return rows, modules, tuple(n.text for n in framework.notes)
+@dataclass(frozen=True)
+class Memory:
+    """Base vs new device memory; report.json ``memory`` (keys: ``compare/memory.py``).
 
-
-def build_report(cmp: Comparison, analysis: Analysis, top_n: int = 15,
-                 memory: MemoryComparison | None = None,
-                 invocation: Invocation | None = None,
-                 framework=None, framework_note: str = "") -> Report:
-    """Assemble the Report from a Comparison, its Analysis and the memory comparison.
-
-    ``invocation`` (command line and date) is shown in the report's provenance; leave it
-    None for a report that depends on the profiles alone.
+    ``headline`` is the memory sentence of the headline and ``growth`` the
+    ``memory-growth`` finding's parts, both from the findings stage.
     """
-    findings = tuple(FindingRow(f.id, f.severity, f.title, f.detail, float(f.delta_us),
-                                frozen(f.data)) for f in analysis.findings)
-    t = cmp.settings
-    framework_ops, framework_modules, framework_notes = _framework(framework)
-    text = headline(cmp, analysis)
-    if memory is not None and memory.headline:
-        text = f"{text} {memory.headline}"
-    return Report(
-        headline=text,
-        base=_side(cmp.base, cmp.base_steps), new=_side(cmp.new, cmp.new_steps),
-        step=_step(cmp), operators=_operators(cmp, analysis),
-        categories=rows_of(cmp.categories, CategoryRow),
-        communication=rows_of(cmp.comm_types, CommTypeRow),
-        fusion=tuple(_fusion(g) for g in analysis.fusion), findings=findings,
-        notes=tuple(cmp.warnings), thresholds=ReportSettings(t.alpha, t.threshold_pct,
-                                                             t.confidence),
-        top_n=top_n, ranks=rows_of(cmp.ranks, RankRow),
-        comm_groups=rows_of(cmp.groups, GroupRow), memory=memory,
-        compute=_compute(analysis),
-        families=rows_of(compare_families(cmp.operators), FamilyRow), invocation=invocation,
-        framework_ops=framework_ops, framework_modules=framework_modules,
-        framework_notes=framework_notes, framework_note=framework_note or None)
+
+    threshold_pct: float
+    base_ranks: tuple[int, ...]
+    new_ranks: tuple[int, ...]
+    peak_reserved: PeakChange | None
+    peak_allocated: PeakChange | None
+    components: tuple[ComponentPeak, ...]
+    operators: tuple[OperatorMemoryChange, ...]
+    operators_compared: int
+    operators_changed: int
+    modules: tuple[ModuleMemoryChange, ...]
+    timeline_component: str | None
+    base_timeline: MemorySeries
+    new_timeline: MemorySeries
+    headline: str | None
+    growth: Mapping[str, Any] | None
+    warnings: tuple[Note, ...] = ()
+    copy_units: tuple[int, int] | None = None
+    copies: tuple[CopyChange, ...] = ()
+    copies_total: CopyChange | None = None
+    hbm: tuple[BandwidthChange, ...] = ()
+
+    def to_dict(self) -> dict:
+        """JSON-ready form (the ``memory`` object of report.json)."""
+        return {
+            "threshold_pct": self.threshold_pct,
+            "ranks": {"base": list(self.base_ranks), "new": list(self.new_ranks)},
+            "peak_reserved": asdict(self.peak_reserved) if self.peak_reserved else None,
+            "peak_allocated": asdict(self.peak_allocated) if self.peak_allocated else None,
+            "components": [asdict(c) for c in self.components],
+            "operators": [asdict(o) for o in self.operators],
+            "operators_compared": self.operators_compared,
+            "operators_changed": self.operators_changed,
+            "modules": [asdict(m) for m in self.modules],
+            "timeline": {"component": self.timeline_component,
+                         "base": _series_dict(self.base_timeline),
+                         "new": _series_dict(self.new_timeline)},
+            "headline": self.headline,
+            "growth": dict(self.growth) if self.growth else None,
+            "warnings": [w.text for w in self.warnings],
+            "copies": None if self.copies_total is None or self.copy_units is None else {
+                "units": {"base": self.copy_units[0], "new": self.copy_units[1]},
+                "directions": [asdict(c) for c in self.copies],
+                "total": asdict(self.copies_total)},
+            "hbm": {"directions": [asdict(h) for h in self.hbm]} if self.hbm else None,
+        }
+
+
+def _series_dict(series: MemorySeries) -> dict:
+    return {"rank": series.rank, "time_ms": list(series.time_ms),
+            "reserved_mb": list(series.reserved_mb)}
+
+
+# --------------------------------------------------------------------------- several candidates
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate's column: its step figures, MC2 state, findings and memory peak.
+
+    ``report`` is the pairwise report's directory relative to the summary's output
+    directory; ``gate_failed`` is None when no gate was asked for.
+    """
+
+    label: str
+    path: str
+    report: str
+    step: StepResult
+    computing: Figure
+    exposed_communication: Figure
+    free: Figure
+    fusion: str
+    findings: tuple[FindingRow, ...]
+    peak_reserved_mb: float | None
+    peak_reserved_delta_pct: float | None
+    gate_failed: bool | None
+
+
+@dataclass(frozen=True)
+class Mover:
+    """One operator key's Δ time per step (µs) in each candidate (None: not in that pair)."""
+
+    op_type: str
+    input_shapes: str
+    base_total_us: float | None
+    delta_us: tuple[float | None, ...]
+    status: tuple[str | None, ...]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Several candidates against one baseline: one column each, the verdict, the movers."""
+
+    base: Side
+    candidates: tuple[Candidate, ...]
+    verdict: str
+    movers: tuple[Mover, ...]
+    thresholds: ReportSettings
+    gate_pct: float | None
+
+    def to_dict(self) -> dict:
+        """Summary report.json: ``candidates[]`` with ``label, path, report, step, findings``."""
+        return {"schema": SCHEMA, "kind": "summary", **fields_json(self)}

@@ -1,0 +1,306 @@
+"""Build the report model from the comparison and the analysis: typing and layout only.
+
+No arithmetic happens here: every figure was computed by ``compare/`` or ``findings/``;
+``build_report`` turns their frames into rows of the model, largest movers first as the
+stages ordered them. ``build_summary`` lays out several pairwise reports that share one
+baseline (it computes nothing they do not already hold), with the verdict across them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from typing import TypeVar
+
+import pandas as pd
+
+from .. import format as fmt
+from ..compare import Comparison
+from ..compare.memory import MemoryComparison
+from ..findings import Analysis, Finding, FusionGroup
+from ..schema import Run
+from .json_form import clean, frozen
+from .model import (
+    AllSteps,
+    BandwidthChange,
+    Breakdown,
+    Candidate,
+    CategoryRow,
+    CommTypeRow,
+    ComponentPeak,
+    ComputeRow,
+    ComputeSplitResult,
+    CopyChange,
+    FamilyRow,
+    Figure,
+    FindingRow,
+    FrameworkModuleRow,
+    FrameworkOpRow,
+    FusionRow,
+    GroupRow,
+    Invocation,
+    KernelShare,
+    Memory,
+    MemorySeries,
+    ModuleMemoryChange,
+    Mover,
+    OperatorMemoryChange,
+    OperatorRow,
+    PeakChange,
+    RankRow,
+    Report,
+    ReportSettings,
+    ScreenedStep,
+    Side,
+    StepResult,
+    Summary,
+    Versions,
+)
+
+Row = TypeVar("Row")
+
+
+def rows_of(frame: pd.DataFrame | None, row_type: type[Row]) -> tuple[Row, ...]:
+    """Each row of ``frame`` as ``row_type``; a field the frame lacks is None."""
+    names = [f.name for f in fields(row_type)]  # type: ignore[arg-type]
+    if frame is None or frame.empty:
+        return ()
+    table = frame.reindex(columns=names).astype(object)
+    table = table.where(table.notna(), None)
+    return tuple(row_type(**{k: clean(v) for k, v in record.items()})
+                 for record in table.to_dict("records"))
+
+
+def _one(frame: pd.DataFrame | None, row_type: type[Row]) -> Row | None:
+    rows = rows_of(frame, row_type)
+    return rows[0] if rows else None
+
+
+def _side(run: Run, steps: tuple[int, ...]) -> Side:
+    meta = run.meta
+    return Side(run.label, meta.path, meta.format, tuple(meta.ranks),
+                Versions(meta.cann_version, meta.torch_npu_version), meta.device,
+                meta.profiler_level, tuple(steps), run.step_source, tuple(run.warnings),
+                meta.driver_version, meta.device_count, meta.collected, meta.host,
+                meta.world_size, meta.parallel, meta.environment, frozen(meta.sources),
+                tuple(run.ranks_without_kernels))
+
+
+def _figure(values: Mapping[str, float]) -> Figure:
+    return Figure(clean(values["base_us"]), clean(values["new_us"]), clean(values["delta_us"]))
+
+
+def _step(cmp: Comparison) -> StepResult:
+    s = cmp.step
+    breakdown = Breakdown(**{f.name: _figure(s.breakdown[f.name]) for f in fields(Breakdown)})
+    screened = tuple(ScreenedStep(x.side, x.step, x.stage_us, x.median_us, x.z)
+                     for x in s.screened)
+    every = s.all_steps
+    all_steps = None if every is None else AllSteps(
+        clean(every.base_us), clean(every.new_us), clean(every.delta_us),
+        clean(every.delta_pct), clean(every.p_value), clean(every.ci_low),
+        clean(every.ci_high), tuple(every.base_steps), tuple(every.new_steps))
+    return StepResult(clean(s.base_us), clean(s.new_us), clean(s.delta_us), clean(s.delta_pct),
+                      clean(s.p_value), bool(s.significant),
+                      "unknown" if s.significant is None else "tested",
+                      clean(s.ci_low), clean(s.ci_high), s.status,
+                      tuple(float(v) for v in s.base_samples),
+                      tuple(float(v) for v in s.new_samples), breakdown,
+                      float(s.threshold_pct), bool(s.below_threshold), s.gate_pct, s.gate,
+                      tuple(s.base_steps), tuple(s.new_steps), screened, all_steps)
+
+
+def _compute(analysis: Analysis) -> ComputeSplitResult:
+    split = analysis.compute
+    return ComputeSplitResult(clean(split.base_computing_us), clean(split.new_computing_us),
+                              clean(split.delta_computing_us),
+                              tuple(ComputeRow(name, label, clean(value))
+                                    for name, label, value in split.rows()),
+                              frozen(split.like_for_like_by_family))
+
+
+def _fusion(group: FusionGroup) -> FusionRow:
+    return FusionRow(group.fused_type, group.direction, tuple(group.split_types),
+                     group.base_count, group.new_count, frozen(group.split_counts),
+                     group.base_total_us, group.new_total_us, group.delta_us, group.exposed_us,
+                     group.paired_by, group.spec.api, group.spec.min_cann, group.spec.enable)
+
+
+def _finding(f: Finding) -> FindingRow:
+    return FindingRow(f.id, f.severity, f.title, f.detail, float(f.delta_us), frozen(f.data))
+
+
+def _kernels(value) -> tuple[KernelShare, ...]:
+    return tuple(KernelShare(str(k["type"]), float(k["count"]), float(k["device_us"]))
+                 for k in (value if isinstance(value, (list, tuple)) else ()))
+
+
+def _framework(cmp: Comparison) -> tuple:
+    """Typed framework-operator and module rows, their notes; Nones without links."""
+    framework = cmp.framework
+    if framework is None:
+        return None, None, ()
+    ops = framework.operators
+    rows = tuple(FrameworkOpRow(str(r["name"]), str(r["input_shapes"] or ""),
+                                float(r["base_count"]), float(r["new_count"]),
+                                clean(r["base_device_us"]), clean(r["new_device_us"]),
+                                clean(r["delta_us"]), str(r["status"]),
+                                _kernels(r["base_kernels"]), _kernels(r["new_kernels"]))
+                 for r in ops.to_dict("records"))
+    modules = None if framework.modules is None else rows_of(framework.modules,
+                                                             FrameworkModuleRow)
+    return rows, modules, tuple(framework.notes)
+
+
+def _series(rank: int | None, frame: pd.DataFrame) -> MemorySeries:
+    if rank is None:
+        return MemorySeries()
+    return MemorySeries(int(rank), tuple(frame["time_ms"].tolist()),
+                        tuple(frame["reserved_mb"].tolist()))
+
+
+def memory_section(memory: MemoryComparison, grown: Finding | None = None,
+                   headline: str | None = None) -> Memory:
+    """The report's memory section: the comparison's tables typed.
+
+    ``grown`` is the ``memory-growth`` finding and ``headline`` the memory sentence of the
+    headline (findings stage), None when not raised.
+    """
+    growth = None if grown is None else {"id": grown.id, "severity": grown.severity,
+                                         "title": grown.title, "detail": grown.detail,
+                                         "delta_mb": grown.data["delta_mb"]}
+    return Memory(
+        threshold_pct=memory.threshold_pct, base_ranks=memory.base_ranks,
+        new_ranks=memory.new_ranks,
+        peak_reserved=_one(memory.peaks[(memory.peaks["measure"] == "reserved").to_numpy()],
+                           PeakChange),
+        peak_allocated=_one(memory.peaks[(memory.peaks["measure"] == "allocated").to_numpy()],
+                            PeakChange),
+        components=rows_of(memory.components, ComponentPeak),
+        operators=rows_of(memory.operators, OperatorMemoryChange),
+        operators_compared=len(memory.operator_table),
+        operators_changed=int((memory.operator_table["delta_mb"].abs() > 1e-9).sum()),
+        modules=rows_of(memory.modules, ModuleMemoryChange),
+        timeline_component=memory.timeline_component,
+        base_timeline=_series(memory.base_timeline_rank, memory.base_timeline),
+        new_timeline=_series(memory.new_timeline_rank, memory.new_timeline),
+        headline=headline, growth=growth, warnings=memory.notes,
+        copy_units=memory.copy_units, copies=rows_of(memory.copies, CopyChange),
+        copies_total=_one(memory.copies_total, CopyChange),
+        hbm=rows_of(memory.hbm, BandwidthChange))
+
+
+def _memory(memory: MemoryComparison | None, analysis: Analysis) -> Memory | None:
+    if memory is None:
+        return None
+    grown = next((f for f in analysis.findings if f.id == "memory-growth"), None)
+    return memory_section(memory, grown, analysis.memory_headline)
+
+
+def build_report(cmp: Comparison, analysis: Analysis,
+                 invocation: Invocation | None = None) -> Report:
+    """The Report of a Comparison and its Analysis.
+
+    ``invocation`` (command line and date) is shown in the report's provenance; leave it
+    None for a report that depends on the profiles alone.
+    """
+    t = cmp.thresholds
+    framework_ops, framework_modules, framework_notes = _framework(cmp)
+    return Report(
+        headline=analysis.headline,
+        base=_side(cmp.base, cmp.base_steps), new=_side(cmp.new, cmp.new_steps),
+        step=_step(cmp), operators=rows_of(analysis.operators, OperatorRow),
+        categories=rows_of(cmp.categories, CategoryRow),
+        communication=rows_of(cmp.comm_types, CommTypeRow),
+        fusion=tuple(_fusion(g) for g in analysis.fusion),
+        findings=tuple(_finding(f) for f in analysis.findings),
+        notes=tuple(cmp.warnings), thresholds=ReportSettings(t.alpha, t.threshold_pct,
+                                                             t.confidence),
+        top_n=t.top_n, ranks=rows_of(cmp.ranks, RankRow),
+        comm_groups=rows_of(cmp.groups, GroupRow), memory=_memory(cmp.memory, analysis),
+        compute=_compute(analysis), families=rows_of(cmp.families, FamilyRow),
+        invocation=invocation, framework_ops=framework_ops,
+        framework_modules=framework_modules, framework_notes=framework_notes,
+        framework_note=cmp.framework_note)
+
+
+# --------------------------------------------------------------------------- several candidates
+
+
+def fusion_state(report: Report) -> str:
+    """MC2 fusion in one phrase: which fused ops split or fused, or ``unchanged``."""
+    if not report.fusion:
+        return "unchanged"
+    return "; ".join(f"{g.fused_type} {'split' if g.direction == 'split' else 'fused'}"
+                     for g in report.fusion)
+
+
+def _candidate(report: Report, directory: str, gate_failed: bool | None) -> Candidate:
+    memory = report.memory
+    peak = memory.peak_reserved if memory is not None else None
+    breakdown = report.step.breakdown
+    return Candidate(report.new.label, report.new.path, directory, report.step,
+                     breakdown.computing, breakdown.communication_not_overlapped,
+                     breakdown.free, fusion_state(report), report.findings,
+                     peak.new_mb if peak else None, peak.delta_pct if peak else None,
+                     gate_failed)
+
+
+def _movers(reports: Sequence[Report], limit: int) -> tuple[Mover, ...]:
+    """The operator keys that moved most in any candidate, largest |Δ| first."""
+    keys: dict[tuple[str, str], dict] = {}
+    for column, report in enumerate(reports):
+        for op in report.operators:
+            entry = keys.setdefault((op.op_type, op.input_shapes),
+                                    {"base": op.base_total_us or None, "delta": {},
+                                     "status": {}})
+            entry["delta"][column] = op.delta_us
+            claimed = op.fusion or op.base_claimed or op.new_claimed
+            entry["status"][column] = "mc2" if claimed else op.status
+    ranked = sorted(keys.items(), key=lambda kv: (-max(abs(d or 0) for d in
+                                                       kv[1]["delta"].values()), kv[0]))
+    n = len(reports)
+    return tuple(Mover(op_type, shapes, entry["base"],
+                       tuple(entry["delta"].get(i) for i in range(n)),
+                       tuple(entry["status"].get(i) for i in range(n)))
+                 for (op_type, shapes), entry in ranked[:limit])
+
+
+def _describe(candidate: Candidate) -> str:
+    step = candidate.step
+    if step.status == "regressed":
+        why = f", {candidate.fusion}" if candidate.fusion != "unchanged" else ""
+        return f"{candidate.label} is {abs(step.delta_pct or 0.0):.1f}% slower{why}"
+    if step.status == "improved":
+        return f"{candidate.label} is {abs(step.delta_pct or 0.0):.1f}% faster"
+    return f"{candidate.label} is unchanged ({fmt.pct(step.delta_pct)})"
+
+
+def verdict(base_label: str, candidates: tuple[Candidate, ...]) -> str:
+    """One sentence across candidates: which are not slower than the baseline, and why not."""
+    fine = [c for c in candidates if c.step.status != "regressed"]
+    slow = [c for c in candidates if c.step.status == "regressed"]
+    if not slow:
+        return (f"No candidate is slower than {base_label}: "
+                + "; ".join(_describe(c) for c in candidates) + ".")
+    if not fine:
+        return (f"Every candidate is slower than {base_label}: "
+                + "; ".join(_describe(c) for c in candidates) + ".")
+    names = " and ".join(c.label for c in fine)
+    return (f"Only {names} {'is' if len(fine) == 1 else 'are'} not slower than {base_label}: "
+            + "; ".join(_describe(c) for c in slow + fine) + ".")
+
+
+def build_summary(reports: Sequence[Report], directories: Sequence[str],
+                  gate_failed: Sequence[bool | None], gate_pct: float | None = None) -> Summary:
+    """The Summary of pairwise reports that share one baseline (in candidate order).
+
+    The operator × candidate table lists the first reports' ``top_n`` (``--top``) movers.
+    """
+    if not reports:
+        raise ValueError("a summary needs at least one candidate report")
+    candidates = tuple(_candidate(r, d, g) for r, d, g in zip(reports, directories,
+                                                                gate_failed))
+    base = reports[0].base
+    return Summary(base, candidates, verdict(base.label, candidates),
+                   _movers(reports, reports[0].top_n), reports[0].thresholds, gate_pct)
