@@ -58,8 +58,8 @@ def cpu():
 if mode == "kernel":  # the framework level switched off, everything else as shipped
     import cann_diff.pipeline as pipeline
     import cann_diff.read as read
-    import cann_diff.read.trace_json as trace_json
-    from cann_diff.read.trace_events import TraceScan
+    import cann_diff.read.formats.trace_json as trace_json
+    from cann_diff.read.formats.trace_events import TraceScan
 
     class PlainScan(TraceScan):
         def host_links(self):
@@ -103,7 +103,7 @@ def read_blocks():
 
 
 def scan():
-    from cann_diff.read.trace_select import _Spans
+    from cann_diff.read.formats.trace_select import _Spans
     spans = _Spans(trace)
     with open(trace, "rb") as handle:
         while block := handle.read(1 << 20):
@@ -111,7 +111,7 @@ def scan():
 
 
 def host_pass():
-    from cann_diff.read.host_links import read_trace_links
+    from cann_diff.read.formats.host_links import read_trace_links
     read_trace_links(trace)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from .compare import Comparison, compare
@@ -10,7 +11,7 @@ from .compare.stats import load_distributions
 from .findings import Analysis, analyse
 from .match import match
 from .read import StepRanges, load_run
-from .read.workers import kill_pool, pool_context
+from .read.execute import Processes, plan_sides
 from .report import Invocation, Report, build_report
 from .schema import Run
 from .settings import Limits, Thresholds
@@ -111,78 +112,37 @@ def distinct_labels(runs: list[Run], paths: list[str | Path],
     return out
 
 
-PROCESS_MIN_BYTES = 64 * 2**20  # below this a worker's start-up (~1 s) costs more than it saves
-# A side worker wants two cores of its own: one for its Python, one for pyarrow's parse.
-# With two jobs in all, two sides in processes ran 17-25 % slower (wall) than one after the
-# other, each parse on both cores (0.25M, 1M and 4M kernels per side; docs/performance.md,
-# "Round 5"). So there are at most jobs // JOBS_PER_SIDE_WORKER side workers, and at least 2.
-JOBS_PER_SIDE_WORKER = 2
-SIDE_PROCESS_MIN_JOBS = 2 * JOBS_PER_SIDE_WORKER
-
-
-def _large(paths: list[str | Path], limit: int | None = None) -> bool:
-    """Whether the inputs hold at least ``limit`` bytes (the walk stops once they do).
-
-    ``limit`` defaults to ``PROCESS_MIN_BYTES`` as it is when called.
-    """
-    import os
-
-    limit = PROCESS_MIN_BYTES if limit is None else limit
-    total = 0
-    for path in paths:
-        for root, _dirs, names in os.walk(path):
-            for name in names:
-                try:
-                    total += os.stat(os.path.join(root, name), follow_symlinks=False).st_size
-                except OSError:
-                    continue
-                if total >= limit:
-                    return True
-        if os.path.isfile(path):
-            total += os.path.getsize(path)
-    return total >= limit
+def _read_item(options: Options, item: tuple[str | Path, str | None, str]) -> Run:
+    """``read_side`` of one (path, label, side), as a side worker runs it."""
+    path, label, side = item
+    return read_side(path, label, side, options)
 
 
 def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options,
                progress=lambda message: None,
                rank_progress=lambda side, done, total: None) -> list[Run]:
-    """Read every (path, label, side), each side in its own process when ``jobs`` allows.
+    """Read every (path, label, side), the sides in worker processes when planned so.
 
-    The sides are independent: with ``jobs`` ≥ ``SIDE_PROCESS_MIN_JOBS`` and inputs of at
-    least ``PROCESS_MIN_BYTES`` they are read at the same time in worker processes (threads
-    would share one interpreter lock), ``JOBS_PER_SIDE_WORKER`` jobs or more each, shared
-    out for their ranks. With fewer jobs or smaller inputs, or a Dask scheduler (which
-    spreads the ranks itself), they are read one after the other in this process, each
-    with all ``jobs`` for its ranks.
+    The sides are independent: when ``execute.plan_sides`` gives side workers (enough
+    jobs and bytes, no Dask scheduler), they are read at the same time in processes
+    (threads would share one interpreter lock), the jobs shared out for their ranks; else
+    one after the other in this process, each with all ``jobs`` for its ranks.
     """
-    if options.jobs < SIDE_PROCESS_MIN_JOBS or options.scheduler or len(items) < 2 or \
-            not _large([path for path, _, _ in items]):
+    workers = plan_sides([path for path, _, _ in items], options.jobs, options.scheduler)
+    if not workers:
         return [read_side(path, label, side, options, progress, rank_progress)
                 for path, label, side in items]
-    from concurrent.futures import ProcessPoolExecutor
-
-    workers = min(len(items), options.jobs // JOBS_PER_SIDE_WORKER)
     share = replace(options, jobs=max(1, options.jobs // workers))
     for path, _, side in items:
         progress(f"reading {side}: {path}")
-    pool = ProcessPoolExecutor(max_workers=workers,
-                               mp_context=pool_context("cann_diff.pipeline"))
-    try:
-        futures = [pool.submit(read_side, path, label, side, share)
-                   for path, label, side in items]
-        load_distributions()  # the comparison's import, while the workers read
-        runs = []
-        for future, (_, _, side) in zip(futures, items):
-            run = future.result()
-            ranks = len(run.meta.ranks)
-            rank_progress(side, ranks, ranks)
-            progress(f"  {side}: {run.summary.kernels:,} kernels, "
-                     f"ranks {_ranks_text(run.meta.ranks)}")
-            runs.append(run)
-    except BaseException:
-        kill_pool(pool)  # the workers of this pool only
-        raise
-    pool.shutdown()
+    # The comparison's scipy import runs while the workers read.
+    executor = Processes(workers, "cann_diff.pipeline", meanwhile=load_distributions)
+    runs = executor.run(partial(_read_item, share), items, lambda done, total: None)
+    for run, (_, _, side) in zip(runs, items):
+        ranks = len(run.meta.ranks)
+        rank_progress(side, ranks, ranks)
+        progress(f"  {side}: {run.summary.kernels:,} kernels, "
+                 f"ranks {_ranks_text(run.meta.ranks)}")
     return runs
 
 
@@ -194,9 +154,8 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
 
     ``progress`` receives short status messages, ``rank_progress(side, done, total)``
     is called as ranks are read; ``invocation`` (the CLI's command line and date) goes
-    into the report's provenance. With ``options.jobs`` ≥ ``SIDE_PROCESS_MIN_JOBS`` and
-    inputs of at least ``PROCESS_MIN_BYTES`` the two sides are read at the same time, in
-    two processes (``read_sides``).
+    into the report's provenance. The two sides may be read at the same time, in two
+    processes (``read_sides``).
     """
     base, new = read_sides([(base_path, options.base_label, "base"),
                             (new_path, options.new_label, "new")],
@@ -214,8 +173,7 @@ def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
     """One baseline against several candidates: every input read once, at the same time.
 
     ``labels`` names the base and then each candidate (None: the default label). Returns
-    one Result per candidate, in order. With ``options.jobs`` ≥ ``SIDE_PROCESS_MIN_JOBS`` and
-    inputs of at least ``PROCESS_MIN_BYTES`` the inputs are read in worker processes, two
+    one Result per candidate, in order. The inputs may be read in worker processes, two
     jobs or more each (``read_sides``).
     """
     labels = list(labels or [None] * (len(new_paths) + 1))

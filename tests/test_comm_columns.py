@@ -8,7 +8,7 @@ import json
 import pytest
 
 from cann_diff.errors import SchemaError
-from cann_diff.read.json_files import read_communication
+from cann_diff.read.formats.json_files import read_communication
 
 
 def op(elapse, transit=0.0, rdma_mb=None, hccs=None):

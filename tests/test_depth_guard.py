@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from cann_diff.errors import InputError
-from cann_diff.read.files import DepthGuard, check_depth
+from cann_diff.read.formats.files import DepthGuard, check_depth
 
 HERE = Path("x.json")
 

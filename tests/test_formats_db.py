@@ -1,4 +1,4 @@
-"""Reader for the torch_npu / MindSpore SQLite export (cann_diff.read.sqlite_db).
+"""Reader for the torch_npu / MindSpore SQLite export (cann_diff.read.formats.sqlite_db).
 
 Expectations are computed straight from the files with sqlite3/csv, never from the
 reader's own output. Real-data cases skip when ../shared/realdata is absent;
@@ -18,7 +18,8 @@ import pytest
 from conftest import REALDATA as REAL
 
 from cann_diff.errors import InputError, SchemaError
-from cann_diff.read import load_run, sqlite_db
+from cann_diff.read import load_run
+from cann_diff.read.formats import sqlite_db
 
 MSI = REAL / "Ascend__msinsight/test/data/pytorch"
 needs_real = pytest.mark.skipif(not MSI.exists(), reason="../shared/realdata (MindStudio "

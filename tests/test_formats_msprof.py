@@ -1,4 +1,4 @@
-"""Reader for msprof PROF_* directories (cann_diff.read.msprof_dirs) and detection.
+"""Reader for msprof PROF_* directories (cann_diff.read.formats.msprof_dirs) and detection.
 
 Expected rows come from the files through csv/json in the test. Real-data cases skip
 when ../shared/realdata is absent; one vllm-ascend PROF dir and one 2023
@@ -18,7 +18,8 @@ import pytest
 from conftest import REALDATA as REAL
 
 from cann_diff.errors import InputError
-from cann_diff.read import FORMATS, load_run, msprof_dirs
+from cann_diff.read import FORMATS, load_run
+from cann_diff.read.formats import msprof_dirs
 
 VLLM = REAL / "vllm-project__vllm-ascend"
 MINDINSIGHT = REAL / "mindspore-ai__mindinsight/tests/utils/resource/profiler"

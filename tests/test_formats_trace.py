@@ -1,4 +1,4 @@
-"""Reader for trace_view.json / Kineto traces (cann_diff.read.trace_json).
+"""Reader for trace_view.json / Kineto traces (cann_diff.read.formats.trace_json).
 
 Expected counts and times come from the files through json/gzip/csv/Decimal in the
 test, not from the reader. Real-data cases skip when ../shared/realdata is absent;
@@ -20,7 +20,8 @@ import pytest
 from conftest import REALDATA as REAL
 
 from cann_diff.errors import InputError, SchemaError
-from cann_diff.read import load_run, trace_json
+from cann_diff.read import load_run
+from cann_diff.read.formats import trace_json
 
 TEXT = REAL / "Ascend__msinsight/test/data/pytorch/text"
 HTA = REAL / "facebookresearch__HolisticTraceAnalysis/tests/data"

@@ -28,7 +28,7 @@ from cann_diff.compare.framework import (
 )
 from cann_diff.pipeline import diff
 from cann_diff.read import load_run
-from cann_diff.read.framework import Nesting
+from cann_diff.read.reduce.framework import Nesting
 from cann_diff.schema import UNLINKED
 from cann_diff.settings import Thresholds
 

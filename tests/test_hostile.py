@@ -40,7 +40,8 @@ from conftest import DATA, ROOT
 
 from cann_diff.cli import main
 from cann_diff.errors import InputError
-from cann_diff.read import files, load_run
+from cann_diff.read import load_run
+from cann_diff.read.formats import files
 
 TEXT = DATA / "realdata" / "Ascend__msinsight/test/data/pytorch/text"
 LEVEL1 = TEXT / "level1" / "rank0_ascend_pt"

@@ -22,8 +22,9 @@ from cann_diff.compare.operators import compare_operators
 from cann_diff.compare.stats import adjust_bh, mann_whitney_by_group
 from cann_diff.errors import SchemaError
 from cann_diff.match import match
-from cann_diff.read import fast_json, load_run
-from cann_diff.read.workers import pool_context
+from cann_diff.read import load_run
+from cann_diff.read.execute import pool_context
+from cann_diff.read.formats import fast_json
 from cann_diff.schema import validate
 from cann_diff.settings import DEFAULT_LIMITS, DEFAULT_THRESHOLDS
 
@@ -225,19 +226,20 @@ def test_the_comparison_does_not_import_scipy_stats(tmp_path):
 def test_sides_read_in_worker_processes_give_the_same_report(monkeypatch):
     """The process path (forkserver) reads what the in-process path reads."""
     from cann_diff import pipeline
+    from cann_diff.read import execute
 
     examples = Path(__file__).resolve().parents[1] / "examples"
     base, new = examples / "cann7.0.1.3", examples / "cann8.0.RC2"
     alone = pipeline.diff(base, new, pipeline.Options(jobs=1)).report.to_dict()
-    monkeypatch.setattr(pipeline, "PROCESS_MIN_BYTES", 0)  # the examples are small
+    monkeypatch.setattr(execute, "SIDE_PROCESS_MIN_BYTES", 0)  # the examples are small
     pools = []
-    monkeypatch.setattr(pipeline, "pool_context",
+    monkeypatch.setattr(execute, "pool_context",
                         lambda *a: pools.append(a) or pool_context(*a))
     fewer = pipeline.diff(base, new, pipeline.Options(
-        jobs=pipeline.SIDE_PROCESS_MIN_JOBS - 1)).report.to_dict()
+        jobs=execute.SIDE_PROCESS_MIN_JOBS - 1)).report.to_dict()
     assert pools == []  # too few jobs for a process per side: read here
     spread = pipeline.diff(base, new, pipeline.Options(
-        jobs=pipeline.SIDE_PROCESS_MIN_JOBS)).report.to_dict()
+        jobs=execute.SIDE_PROCESS_MIN_JOBS)).report.to_dict()
     assert len(pools) == 1
     assert spread == alone == fewer
 
@@ -285,7 +287,7 @@ def test_impossible_durations_fast_path_equals_the_rule(case):
         dur[:200] = 0.0
     elif case == "broken":
         dur[[1, 2, 3]] = [-1.0, np.nan, np.inf]
-    from cann_diff.read.derive import impossible_durations
+    from cann_diff.read.formats.values import impossible_durations
 
     expected = _impossible_by_the_rule(start, dur)
     assert (impossible_durations(start, dur) == expected).all()
@@ -296,7 +298,7 @@ def test_impossible_durations_fast_path_equals_the_rule(case):
 
 
 def test_merged_intervals_sorts_only_when_it_must(monkeypatch):
-    from cann_diff.read.timeline import merged_intervals
+    from cann_diff.read.reduce.timeline import merged_intervals
 
     sorts = []
     lexsort = np.lexsort

@@ -17,10 +17,10 @@ from profiles import Comm, aclnn, write_profile
 
 import cann_diff.read as read
 from cann_diff.errors import SchemaError
-from cann_diff.read.csv_files import read_step_trace
-from cann_diff.read.derive import concat_frames, concat_ranks
-from cann_diff.read.rank_reduce import step_spans, summary_of
-from cann_diff.read.reduce import combine
+from cann_diff.read.formats.csv_files import read_step_trace
+from cann_diff.read.frames import concat_frames, concat_ranks
+from cann_diff.read.reduce.ranks import step_spans, summary_of
+from cann_diff.read.reduce.summary import combine
 from cann_diff.schema import OP_COLUMNS, conform_ops
 from cann_diff.settings import DEFAULT_LIMITS
 

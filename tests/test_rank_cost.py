@@ -2,7 +2,7 @@
 
 The per-rank work is memoized per process and done on codes instead of groupbys
 (``vocab/names.py``, ``read/reduce.py``); the ranks of an input are read in worker
-processes with ``jobs`` ≥ 2 (``read/workers.py``). Timings belong in benchmarks/; these
+processes with ``jobs`` ≥ 2 (``read/execute.py``). Timings belong in benchmarks/; these
 tests check that the answers stay the same and add up to what was written.
 """
 
@@ -17,9 +17,9 @@ from profiles import Comm, aclnn, write_profile
 import cann_diff.read as read
 from cann_diff import pipeline
 from cann_diff.errors import InputError
-from cann_diff.read import workers
-from cann_diff.read.derive import concat_frames
-from cann_diff.read.reduce import group_ids
+from cann_diff.read import execute
+from cann_diff.read.frames import concat_frames
+from cann_diff.read.reduce.summary import group_ids
 from cann_diff.vocab import default_vocabulary
 from cann_diff.vocab import names as canonical
 
@@ -81,9 +81,9 @@ def _same_run(a, b) -> None:
 
 def test_in_order_threads_and_processes_read_the_same(cluster, monkeypatch):
     in_order = read.load_run(cluster, keep_rows=False, jobs=1)
-    monkeypatch.setattr(read, "RANK_PROCESS_MIN", 10**6)  # below it: threads
+    monkeypatch.setattr(execute, "RANK_PROCESS_MIN", 10**6)  # below it: threads
     threads = read.load_run(cluster, keep_rows=False, jobs=2)
-    monkeypatch.setattr(read, "RANK_PROCESS_MIN", 2)  # the six ranks go to processes
+    monkeypatch.setattr(execute, "RANK_PROCESS_MIN", 2)  # the six ranks go to processes
     processes = read.load_run(cluster, keep_rows=False, jobs=2)
     _same_run(in_order, threads)
     _same_run(in_order, processes)
@@ -92,7 +92,7 @@ def test_in_order_threads_and_processes_read_the_same(cluster, monkeypatch):
 
 def test_rows_kept_through_worker_processes(cluster, monkeypatch):
     """keep_rows: the canonical rows travel back from the workers, each under its rank."""
-    monkeypatch.setattr(read, "RANK_PROCESS_MIN", 2)
+    monkeypatch.setattr(execute, "RANK_PROCESS_MIN", 2)
     run = read.load_run(cluster, keep_rows=True, jobs=2)
     mm = run.ops[run.ops["op_type"] == "MatMulV3"]
     assert mm.groupby("rank")["dur_us"].sum().to_dict() == {r: 4 * (10.0 + r) for r in RANKS}
@@ -108,7 +108,7 @@ def test_a_bad_rank_in_a_worker_is_one_error_as_in_order(cluster, tmp_path, monk
     victim.write_text(victim.read_text().splitlines()[0] + "\n")  # header only
     with pytest.raises(InputError) as in_order:
         read.load_run(bad, jobs=1)
-    monkeypatch.setattr(read, "RANK_PROCESS_MIN", 2)
+    monkeypatch.setattr(execute, "RANK_PROCESS_MIN", 2)
     with pytest.raises(InputError) as spread:
         read.load_run(bad, jobs=2)
     assert str(spread.value) == str(in_order.value)
@@ -117,7 +117,7 @@ def test_a_bad_rank_in_a_worker_is_one_error_as_in_order(cluster, tmp_path, monk
 
 def test_report_the_same_with_one_job_two_or_four(tmp_path, monkeypatch):
     """Four jobs: each side in a process, its 32 ranks spread over two more (nested pools)."""
-    many = range(workers.RANK_PROCESS_MIN)
+    many = range(execute.RANK_PROCESS_MIN)
     base = write_profile(tmp_path, "base", _schedule, ranks=many, steps=STEPS).path
     new = write_profile(tmp_path, "new", lambda r, s: _schedule(r, s)[:3], ranks=many,
                         steps=STEPS).path
@@ -125,7 +125,7 @@ def test_report_the_same_with_one_job_two_or_four(tmp_path, monkeypatch):
     for jobs in (2, 4):
         options = pipeline.Options(jobs=jobs)
         assert pipeline.diff(base, new, options).report.to_dict() == alone
-    monkeypatch.setattr(pipeline, "PROCESS_MIN_BYTES", 0)  # small sides: processes all the same
+    monkeypatch.setattr(execute, "SIDE_PROCESS_MIN_BYTES", 0)  # small sides: processes the same
     assert pipeline.diff(base, new, pipeline.Options(jobs=4)).report.to_dict() == alone
 
 

@@ -19,9 +19,11 @@ from profiles import Comm, aclnn, write_profile
 
 import cann_diff.read as read
 from cann_diff.errors import SchemaError
-from cann_diff.read import csv_files, rank_reduce, torch_text
-from cann_diff.read.rank_reduce import RankPlan, reduce_kernels, reduce_ranks, summary_of
-from cann_diff.read.reduce import combine
+from cann_diff.read import execute
+from cann_diff.read.formats import csv_files, torch_text
+from cann_diff.read.reduce import ranks as rank_reduce
+from cann_diff.read.reduce.ranks import RankPlan, reduce_kernels, reduce_ranks, summary_of
+from cann_diff.read.reduce.summary import combine
 from cann_diff.settings import DEFAULT_LIMITS
 
 RANKS = range(6)
@@ -217,7 +219,7 @@ def test_combine_of_shares_equals_combine_of_the_ranks_own_summaries(cluster, mo
 def test_dask_gets_small_chunks_whatever_the_local_jobs():
     """A Dask cluster's size is unknown here: its tasks hold at most DASK_CHUNK_RANKS ranks."""
     sources = list(range(100))
-    assert [len(c) for c in read._chunked(sources, 1)] == [25] * 4
-    chunks = read._chunked(sources, 1, read.DASK_CHUNK_RANKS)
+    assert [len(c) for c in execute.chunked(sources, 1)] == [25] * 4
+    chunks = execute.plan_ranks(sources, 1, "tcp://scheduler:8786", 1.0).chunks
     assert [len(c) for c in chunks] == [16] * 6 + [4]
     assert [s for c in chunks for s in c] == sources

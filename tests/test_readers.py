@@ -37,7 +37,7 @@ from conftest import DATA, REALDATA, needs_realdata
 
 from cann_diff.cli import main
 from cann_diff.read import load_run
-from cann_diff.read.timeline import step_breakdown_from_kernels
+from cann_diff.read.reduce.timeline import step_breakdown_from_kernels
 from cann_diff.vocab.names import canonical_names
 
 COPIES = DATA / "realdata"

@@ -20,19 +20,12 @@ from profiles import Comm, aclnn, memory_report, write_profile
 from cann_diff.errors import InputError
 from cann_diff.match import match
 from cann_diff.pipeline import Options, diff
-from cann_diff.read import (
-    FORMATS,
-    RankPlan,
-    RankSource,
-    load_run,
-    read_memory,
-    reduce,
-    select_steps,
-    torch_text,
-)
+from cann_diff.read import FORMATS, RankPlan, RankSource, load_run, read_memory, select_steps
 from cann_diff.read import read_and_reduce as read_and_reduce_rank
-from cann_diff.read.rank_reduce import summary_of
-from cann_diff.read.timeline import exposed_communication_us
+from cann_diff.read.formats import torch_text
+from cann_diff.read.reduce import summary as reduce
+from cann_diff.read.reduce.ranks import summary_of
+from cann_diff.read.reduce.timeline import exposed_communication_us
 from cann_diff.schema import MAX_POINTS
 from cann_diff.settings import Limits
 

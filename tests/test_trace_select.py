@@ -19,10 +19,10 @@ import pytest
 from conftest import REALDATA, needs_realdata
 
 from cann_diff.errors import InputError
-from cann_diff.read import fast_json, host_links, trace_events, trace_select
-from cann_diff.read.host_links import HOST_SIDE, LinkScan, read_trace_links
-from cann_diff.read.trace_events import scan_trace
-from cann_diff.read.trace_select import NotVouched, select_events
+from cann_diff.read.formats import fast_json, host_links, trace_events, trace_select
+from cann_diff.read.formats.host_links import HOST_SIDE, LinkScan, read_trace_links
+from cann_diff.read.formats.trace_events import scan_trace
+from cann_diff.read.formats.trace_select import NotVouched, select_events
 from cann_diff.settings import DEFAULT_LIMITS
 
 

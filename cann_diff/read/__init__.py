@@ -1,22 +1,20 @@
 """Read stage: ``load_run(path, label)`` detects the layout and returns a canonical Run.
 
-Each format module offers ``is_rank_dir(path)`` (one rank's result) and
-``read_rank(path) -> RankData``. A directory that is not itself a rank result is
-searched one level down for rank results (one per rank). Formats are tried in
-FORMATS.md's priority order. One rule finds the ranks of everything the comparison reads:
-beside the kernel ranks, rank directories that hold no kernels but a step breakdown,
-communication or memory (``kernelless.py``) are ranks too. Each rank is read once, in one
-worker (the caller's process, a thread, a worker process or a Dask worker), kernels and
-memory alike, and reduced there (``rank_reduce.py``: small ranks a worker reads are
-reduced as one stack).
+The Run is the only door out of this package. Three jobs live in it, one folder or module
+each: ``formats/`` reads files (one module per layout, ``find_rank_sources`` decides the
+layout and lists the ranks: a directory that is not itself a rank result is searched one
+level down; beside the kernel ranks, rank directories that hold no kernels but a step
+breakdown, communication or memory are ranks too); ``reduce/`` turns each rank's rows
+into summaries where it was read (small ranks a worker reads are reduced as one stack);
+``execute.py`` decides where that runs (this process, threads, worker processes or a
+Dask cluster). Each rank is read once, kernels and memory alike. This module assigns
+rank ids and assembles the Run.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -37,101 +35,36 @@ from ..schema import (
 )
 from ..settings import DEFAULT_LIMITS, Limits
 from ..vocab import Vocabulary
-from . import cluster_output, kernelless, msprof_dirs, sqlite_db, torch_text, trace_json
-from .base import RankData
-from .derive import concat_frames, concat_ranks
-from .files import is_directory, list_dir, present
-from .framework import combine_framework
+from .execute import InOrder, plan_ranks
+from .formats import (
+    FORMATS,
+    KERNEL_LESS,
+    Format,
+    RankSource,
+    cluster_output,
+    find_rank_sources,
+    kernelless,
+    torch_text,
+    unread_children,
+)
+from .formats.provenance import rank_facts, read_provenance
+from .frames import concat_frames, concat_ranks
 from .maps import load_vocabulary
-from .memory import MEMORY_NOTE, memory_data, read_rank_memory, select_memory, step_intervals
-from .provenance import rank_facts, read_provenance
-from .rank_reduce import RankPlan, StepRanges, in_ranges, reduce_ranks
-from .reduce import StackShare, combine, samples_per_rank, select
-from .workers import RANK_PROCESS_MIN, TASKS_PER_WORKER, read_in_processes
+from .rank_data import RankData
+from .reduce.device_memory import (
+    MEMORY_NOTE,
+    memory_data,
+    read_rank_memory,
+    select_memory,
+    step_intervals,
+)
+from .reduce.framework import combine_framework
+from .reduce.ranks import RankPlan, StepRanges, in_ranges, reduce_ranks
+from .reduce.summary import StackShare, combine, samples_per_rank, select
 
-
-@dataclass(frozen=True)
-class Format:
-    """A profile layout we can read."""
-
-    name: str
-    looks_for: str
-    is_rank_dir: Callable[[Path], bool]
-    read_rank: Callable[[Path], RankData | list[RankData]]
-
-
-def _db_with_kernels(path: Path) -> bool:
-    """A rank result holding a profiler db with kernels (one probe of its tables).
-
-    A db without COMPUTE_TASK_INFO gives way to a kernel_details.csv beside it (FORMATS.md
-    §12 priority 1 applies only when the db has kernels), and alone it is a kernel-less
-    rank (memory, steps, communication): ``kernelless.py`` reads it.
-    """
-    db = sqlite_db.find_db(path)
-    return db is not None and sqlite_db.has_kernels(db)
-
-
-FORMATS: list[Format] = [
-    Format(sqlite_db.FORMAT, "ASCEND_PROFILER_OUTPUT/ascend_{pytorch,mindspore}_profiler_*.db",
-           _db_with_kernels, sqlite_db.read_rank),
-    Format(torch_text.FORMAT, "ASCEND_PROFILER_OUTPUT/kernel_details.csv",
-           torch_text.is_rank_dir, torch_text.read_rank),
-    Format(msprof_dirs.FORMAT, "PROF_*/mindstudio_profiler_output/op_summary_*.csv",
-           msprof_dirs.is_rank_dir, msprof_dirs.read_rank),
-    Format(trace_json.FORMAT, "ASCEND_PROFILER_OUTPUT/trace_view.json or a *.json[.gz] trace",
-           trace_json.is_rank_dir, trace_json.read_rank),
-    Format(cluster_output.FORMAT, "cluster_analysis_output/cluster_step_trace_time.csv",
-           cluster_output.is_rank_dir, cluster_output.read_rank),
-]
-# A rank without kernels: asked only once every kernel format has declined a path.
-KERNEL_LESS = Format(kernelless.FORMAT, kernelless.LOOKS_FOR, kernelless.is_rank_dir,
-                     kernelless.read_rank)
-# The torch_npu layouts, beside whose ranks kernel-less rank directories are looked for (a
-# PROF_* or cluster_analysis_output input covers its ranks in its own files).
-TORCH_LAYOUTS = (sqlite_db.FORMAT, torch_text.FORMAT, trace_json.FORMAT)
-
-
-@dataclass(frozen=True)
-class RankSource:
-    """One rank result to read (a directory or a file) and the format that reads it."""
-
-    path: Path
-    format: Format
-
-
-def _kernel_format(path: Path) -> Format | None:
-    return next((fmt for fmt in FORMATS if fmt.is_rank_dir(path)), None)
-
-
-def _looked_for() -> str:
-    return "; ".join(f.looks_for for f in (*FORMATS, KERNEL_LESS))
-
-
-def find_rank_sources(path: Path) -> tuple[Format, list[RankSource]]:
-    """Decide the input's format and list one source per rank, each with its reader.
-
-    ``path`` itself may be a rank result; else its subdirectories are: those of the first
-    format (priority order) that any of them has, plus, beside torch_npu layouts, those
-    that hold no kernels but steps, communication or memory. The format returned is the
-    kernel ranks' (``no_kernels`` when none has kernels). InputError says what was looked
-    for when nothing is found.
-    """
-    if not present(path):  # an unreadable parent or a too-long name: one line, not a crash
-        raise InputError(path, "no such file or directory")
-    own = _kernel_format(path) or (KERNEL_LESS if KERNEL_LESS.is_rank_dir(path) else None)
-    if own is not None:
-        return own, [RankSource(path, own)]
-    children = [p for p in list_dir(path) if is_directory(p)] if is_directory(path) else []
-    formats = {child: _kernel_format(child) for child in children}
-    fmt = next((f for f in FORMATS if any(found is f for found in formats.values())), None)
-    sources = [RankSource(child, fmt) for child in children if fmt and formats[child] is fmt]
-    if fmt is None or fmt.name in TORCH_LAYOUTS:
-        sources += [RankSource(child, KERNEL_LESS) for child in children
-                    if formats[child] is None and KERNEL_LESS.is_rank_dir(child)]
-    if not sources:
-        raise InputError(path, f"no profile found: looked for {_looked_for()} in this "
-                               "directory and in its subdirectories")
-    return fmt or KERNEL_LESS, sorted(sources, key=lambda s: s.path)
+__all__ = ["FORMATS", "KERNEL_LESS", "Format", "RankPlan", "RankSource", "StepRanges",
+           "default_label", "find_rank_sources", "load_run", "read_all", "read_and_reduce",
+           "read_and_reduce_many", "read_memory", "select_steps"]
 
 
 def _rank_of(data: RankData) -> int:
@@ -287,97 +220,28 @@ def select_steps(run: Run, ranges: StepRanges | None) -> Run:
                    summary=summary, memory=memory, framework=chosen(run.framework))
 
 
-def _unread_children(path: Path, sources: list[RankSource]) -> list[Note]:
-    """Rank-like subdirectories that no reader accepted (nothing readable in them)."""
-    paths = {s.path for s in sources}
-    if not path.is_dir() or path in paths:
-        return []
-    return [Note("rank-skipped", f"{child.name}: no readable profile (looked for "
-                 f"{_looked_for()}); rank skipped")
-            for child in sorted(path.iterdir())
-            if child.is_dir() and child not in paths
-            and (child.name.endswith(("_ascend_pt", "_ascend_ms")) or
-                 (child / torch_text.OUTPUT_DIR).is_dir())]
-
-
-def _read_on_dask(reader, chunks: list, scheduler: str, progress, timeout_s: float) -> list:
-    """Read chunks of ranks on an existing Dask cluster (optional extra ``cann-diff[dask]``)."""
-    try:
-        from distributed import Client
-    except ImportError:
-        raise InputError(None, "--scheduler needs Dask: pip install 'cann-diff[dask]'") from None
-    try:
-        client = Client(scheduler, timeout=timeout_s, set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise InputError(None, f"cannot reach Dask scheduler {scheduler}: {exc}") from None
-    try:
-        futures = client.map(reader, chunks, pure=False)
-        results = []
-        for number, future in enumerate(futures, 1):
-            results.append(future.result())
-            progress(number, len(chunks))
-        return results
-    finally:
-        client.close()
-
-
 Reader = Callable[..., list[RankData | list[RankData]]]
-
-
-# Ranks per Dask task: a cluster's size is not known here, so its tasks are many and small.
-DASK_CHUNK_RANKS = 16
-
-
-def _chunked(sources: list[RankSource], workers: int, most: int | None = None
-             ) -> list[list[RankSource]]:
-    """Sources in ``TASKS_PER_WORKER`` chunks per worker (a chunk's small ranks stack).
-
-    Enough chunks that the workers finish together and progress moves; at most ``most``
-    sources a chunk.
-    """
-    size = max(1, math.ceil(len(sources) / (workers * TASKS_PER_WORKER)))
-    size = min(size, most) if most else size
-    return [sources[i:i + size] for i in range(0, len(sources), size)]
 
 
 def read_all(reader: Reader, sources: list[RankSource], jobs: int,
              progress: Callable[[int, int], None], scheduler: str | None = None,
              timeout_s: float = DEFAULT_LIMITS.dask_timeout_s) -> list[RankData]:
-    """Read every source: in order, on ``jobs`` worker processes, or in threads.
+    """Read every source as ``execute.plan_ranks`` plans it; the same ranks in the same order.
 
-    ``reader(sources[, progress])`` reads a list of sources (``read_and_reduce_many``).
-    With ``jobs`` ≥ 2 and at least ``workers.RANK_PROCESS_MIN`` sources the ranks are read
-    in worker processes, a chunk of ranks per task (reading a rank is mostly Python work
-    under the interpreter lock); with fewer, a rank per thread, where a process pool would
-    cost more than it saves. With ``scheduler`` the chunks are read on that Dask cluster
-    instead, waiting up to ``timeout_s`` seconds for it. A source may hold several ranks
-    (a cluster_analysis_output directory). Every path gives the same ranks in the same
-    order.
+    ``reader(sources[, progress])`` reads a list of sources (``read_and_reduce_many``); a
+    source may hold several ranks (a cluster_analysis_output directory). In this process
+    progress follows the sources; elsewhere it follows the chunks as they come back.
     """
     def flat(results: list[RankData | list[RankData]]) -> list[RankData]:
         return [d for r in results for d in (r if isinstance(r, list) else [r])]
 
-    def by_chunk(chunks: list[list[RankSource]]) -> Callable[[int, int], None]:
-        done = np.cumsum([0] + [len(c) for c in chunks])
-        return lambda number, _: progress(int(done[number]), len(sources))
-
-    if scheduler:
-        chunks = _chunked(sources, max(jobs, 1), DASK_CHUNK_RANKS)
-        return flat([r for rs in _read_on_dask(reader, chunks, scheduler, by_chunk(chunks),
-                                               timeout_s) for r in rs])
-    if jobs >= 2 and len(sources) >= RANK_PROCESS_MIN:
-        chunks = _chunked(sources, jobs)
-        return flat([r for rs in read_in_processes(reader, chunks, jobs, by_chunk(chunks))
-                     for r in rs])
-    if jobs <= 1 or len(sources) == 1:
+    plan = plan_ranks(sources, jobs, scheduler, timeout_s)
+    if isinstance(plan.executor, InOrder):
         return flat(reader(sources, progress))
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(reader, [source]) for source in sources]
-        results = []
-        for number, future in enumerate(futures, 1):
-            results += future.result()
-            progress(number, len(sources))
-        return flat(results)
+    done = np.cumsum([0] + [len(c) for c in plan.chunks])
+    results = plan.executor.run(reader, plan.chunks,
+                                lambda number, _: progress(int(done[number]), len(sources)))
+    return flat([r for rs in results for r in rs])
 
 
 def _drop_empty(datas: list[RankData]) -> tuple[list[RankData], list[Note]]:
@@ -441,7 +305,7 @@ def _read_ranks(path: Path, limits: Limits, plan: RankPlan, jobs: int,
     datas = read_all(reader, sources, jobs, progress, scheduler, limits.dask_timeout_s)
     datas, skipped = _drop_empty(datas)
     datas, warnings = _assign_ranks(datas)
-    return fmt, datas, _unread_children(path, sources) + skipped + warnings
+    return fmt, datas, unread_children(path, sources) + skipped + warnings
 
 
 def load_run(path: str | Path, label: str | None = None, *,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..vocab import Vocabulary, default_vocabulary
-from .files import check_depth, json_problem, read_bytes
+from .formats.files import check_depth, json_problem, read_bytes
 
 
 def read_map(path: Path) -> dict:

@@ -50,8 +50,8 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
-from ..schema import (
+from ...errors import InputError
+from ...schema import (
     COPY_COLUMNS,
     HBM_TOTAL_COLUMNS,
     MAX_POINTS,
@@ -66,8 +66,7 @@ from ..schema import (
     Note,
     memory_frame,
 )
-from .derive import concat_ranks
-from .memory_files import (
+from ..formats.memory_files import (
     DB_GLOB,
     HBM_COLUMNS,
     MEMORY_RECORD,
@@ -89,7 +88,8 @@ from .memory_files import (
     read_operator_memory,
     read_trace_hbm,
 )
-from .torch_text import output_dir, rank_dir_of
+from ..formats.torch_text import output_dir, rank_dir_of
+from ..frames import concat_ranks
 
 MEMORY_FILES = (MEMORY_RECORD, OPERATOR_MEMORY, NPU_MODULE_MEM)
 # db tables that hold memory or data movement: a db without kernels but with one of these

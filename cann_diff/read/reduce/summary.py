@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..schema import COMM_SUMMARY_KEY, SUMMARY_KEY, RunSummary
-from ..vocab.names import copy_direction
-from .derive import concat_frames
+from ...schema import COMM_SUMMARY_KEY, SUMMARY_KEY, RunSummary
+from ...vocab.names import copy_direction
+from ..frames import concat_frames
 from .timeline import exposed_communication_us
 
 RANK_SLACK = 2  # a rank may keep twice its even share, so that unequal ranks lose nothing

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..vocab.memo import normalize_distinct
+from ...vocab.memo import normalize_distinct
 from . import sqlite_db
 from .host_links import MODULE_PREFIX, HostLinks, _clean_shapes
 

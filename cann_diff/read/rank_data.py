@@ -11,8 +11,8 @@ import pandas as pd
 from ..schema import RunSummary
 
 if TYPE_CHECKING:  # memory.py reads files through modules that import this one
-    from .memory import RankMemory
-    from .reduce import StackShare
+    from .reduce.device_memory import RankMemory
+    from .reduce.summary import StackShare
 
 
 @dataclass

@@ -24,8 +24,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import InputError, SchemaError
-from ..settings import DEFAULT_LIMITS
+from ...errors import InputError, SchemaError
+from ...settings import DEFAULT_LIMITS
 from .files import DepthGuard, brief, json_problem, open_binary, os_problem, size_text
 
 CHUNK = 1 << 16

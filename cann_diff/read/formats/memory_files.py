@@ -45,9 +45,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, SchemaError
-from ..schema import COPY_COLUMNS, empty_frame
-from ..vocab.names import copy_direction
+from ...errors import InputError, SchemaError
+from ...schema import COPY_COLUMNS, empty_frame
+from ...vocab.names import copy_direction
 from .csv_files import read_csv_columns, read_header
 from .files import DepthGuard, brief
 from .sqlite_db import DB_ERRORS, open_readonly, sqlite_problem

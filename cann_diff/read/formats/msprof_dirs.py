@@ -20,15 +20,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import InputError
+from ...errors import InputError
+from ..frames import concat_frames
+from ..rank_data import RankData
 from . import sqlite_db, trace_json
-from .base import RankData
 from .csv_files import read_kernel_table
-from .derive import CHIP_TABLE, concat_frames
 from .files import brief, is_directory, list_dir, present, shown
 from .json_files import load_json
+from .values import CHIP_TABLE
 
 FORMAT = "msprof"
+LOOKS_FOR = "PROF_*/mindstudio_profiler_output/op_summary_*.csv"
 PROF_DIR = re.compile(r"^PROF_\d+_\d+_[0-9a-zA-Z]+$")
 OUTPUT = "mindstudio_profiler_output"
 OP_SUMMARY = re.compile(r"^op_summary_(slice_)?\d+.*\.csv$")

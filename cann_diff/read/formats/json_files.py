@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, SchemaError
-from ..schema import COMM_COLUMNS
-from ..vocab.names import comm_types
+from ...errors import InputError, SchemaError
+from ...schema import COMM_COLUMNS
+from ...vocab.names import comm_types
 from . import fast_json
 from .files import brief, check_depth, json_problem, read_bytes
 

@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import SchemaError
-from .base import RankData
+from ...errors import SchemaError
+from ..rank_data import RankData
+from ..reduce.device_memory import MEMORY_FILES, has_memory_files
 from .csv_files import read_step_trace
 from .json_files import read_communication, read_profiler_info
-from .memory import MEMORY_FILES, has_memory_files
 from .sqlite_db import (
     ANALYSIS_DBS,
     DB_NAME,

@@ -46,11 +46,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import CannDiffError, InputError
-from .derive import CHIP_TABLE
+from ...errors import CannDiffError, InputError
 from .files import read_bytes
 from .json_files import load_json
 from .sqlite_db import MSPROF_DB, OUTPUT_DIR, connect, find_db, tables_of
+from .values import CHIP_TABLE
 
 FACTS = ("cann", "torch_npu", "driver", "device", "device_count", "profiler_level",
          "collected", "host", "world_size", "parallel", "environment")

@@ -20,23 +20,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, SchemaError
-from .base import RankData
+from ...errors import InputError, SchemaError
+from ..frames import as_category, by_category
+from ..rank_data import RankData
 from .csv_files import read_step_trace
-from .derive import (
-    as_category,
-    assign_steps,
-    by_category,
-    comm_op_type,
-    drop_impossible_durations,
-    scope_type,
-)
 from .files import is_directory, is_regular, list_dir, present
 from .host_links import LinkScan
 from .json_files import read_communication, read_profiler_info
 from .trace_events import GPU_CATS, STEP_PREFIX, TraceScan, scan_trace
+from .values import assign_steps, comm_op_type, drop_impossible_durations, scope_type
 
 FORMAT = "trace_json"
+LOOKS_FOR = "ASCEND_PROFILER_OUTPUT/trace_view.json or a *.json[.gz] trace"
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 TRACE = "trace_view.json"
 HARDWARE = "Ascend Hardware"

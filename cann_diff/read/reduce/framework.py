@@ -38,11 +38,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..schema import NO_FRAMEWORK_LINKS, NO_LINKS, UNLINKED, Note
-from . import sqlite_db, torch_text
-from .derive import by_category, concat_frames
-from .host_db import read_db_links
-from .host_links import HostLinks, LinkScan, read_trace_links
+from ...schema import NO_FRAMEWORK_LINKS, NO_LINKS, UNLINKED, Note
+from ..formats import sqlite_db, torch_text
+from ..formats.host_db import read_db_links
+from ..formats.host_links import HostLinks, LinkScan, read_trace_links
+from ..frames import by_category, concat_frames
 from .nesting import Nesting, innermost, module_paths
 
 __all__ = ["FRAMEWORK_COLUMNS", "NO_LINKS", "UNLINKED", "HostLinks", "LinkScan", "Nesting",

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..settings import DEFAULT_LIMITS
+from ...settings import DEFAULT_LIMITS
 from . import fast_json
 from .files import SCAN_BLOCK, DepthGuard
 from .trace_events import _first_chunk, _open

@@ -31,23 +31,23 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, SchemaError
-from ..schema import COMM_COLUMNS, STAGE_FIELDS
-from ..vocab.names import canonical_names
-from .base import RankData
-from .derive import (
-    as_category,
+from ...errors import InputError, SchemaError
+from ...schema import COMM_COLUMNS, STAGE_FIELDS
+from ...vocab.names import canonical_names
+from ..frames import as_category, concat_frames
+from ..rank_data import RankData
+from .files import brief, is_directory, is_regular, os_problem, present, require_file
+from .json_files import LINK_COLUMNS, LINK_TYPES, read_profiler_info
+from .values import (
     assign_steps,
     check_comm_times,
     check_step_figures,
-    concat_frames,
     drop_impossible_durations,
     ids_or_na,
 )
-from .files import brief, is_directory, is_regular, os_problem, present, require_file
-from .json_files import LINK_COLUMNS, LINK_TYPES, read_profiler_info
 
 FORMAT = "ascend_db"
+LOOKS_FOR = "ASCEND_PROFILER_OUTPUT/ascend_{pytorch,mindspore}_profiler_*.db"
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 DB_NAME = re.compile(r"^ascend_(pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
 MSPROF_DB = re.compile(r"^msprof_\d+.*\.db$")
@@ -195,6 +195,17 @@ def has_kernels(db: Path) -> bool:
             return "COMPUTE_TASK_INFO" in tables_of(conn)
     except (InputError, *DB_ERRORS):
         return True  # let read_rank report the broken file instead of skipping it
+
+
+def holds_kernels(path: Path) -> bool:
+    """A rank result holding a profiler db with kernels (one probe of its tables).
+
+    A db without COMPUTE_TASK_INFO gives way to a kernel_details.csv beside it
+    (docs/formats.md §12: priority 1 applies only when the db has kernels), and alone it is
+    a kernel-less rank (memory, steps, communication): ``kernelless.py`` reads it.
+    """
+    db = find_db(path)
+    return db is not None and has_kernels(db)
 
 
 def is_rank_dir(path: Path) -> bool:

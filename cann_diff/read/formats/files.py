@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
-from ..settings import DEFAULT_LIMITS
+from ...errors import InputError
+from ...settings import DEFAULT_LIMITS
 
 # Absent, not broken: the name is simply not there (or a parent is not a directory).
 _ABSENT = (errno.ENOENT, errno.ENOTDIR)

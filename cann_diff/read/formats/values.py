@@ -1,7 +1,9 @@
-"""Small vectorized helpers shared by the db, msprof and trace readers.
+"""Raw values the db, msprof and trace readers derive and check alike.
 
-Kept apart from the format modules so that each reader stays one file per format
-and none of them has to import another only for a helper.
+Step ids from timestamps, collective types from names, chips from platform numbers, and
+the checks that refuse impossible durations or step figures. Kept apart from the format
+modules so that each reader stays one file per format and none of them has to import
+another only for a helper.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError, SchemaError
-from ..schema import STAGE_FIELDS
-from ..settings import DEFAULT_LIMITS
+from ...errors import InputError, SchemaError
+from ...schema import STAGE_FIELDS
+from ...settings import DEFAULT_LIMITS
 from .files import shown
 
 # msprof CHIP_TABLE: info.json ``platform_version`` -> chip (FORMATS.md §1.2).
@@ -76,98 +78,6 @@ def scope_type(names: pd.Series) -> pd.Series:
     text = names.astype(str)
     last = text.str.rsplit("/", n=1).str[-1].str.replace(r"-op\d+.*$", "", regex=True)
     return last.where(text.str.contains("/", regex=False), "")
-
-
-def by_category(values: pd.Series, func) -> pd.Series:
-    """Apply a vectorized string function to the distinct values only, mapped back to rows.
-
-    Trace and db columns repeat a few hundred names over millions of rows. Missing
-    values are treated as ``""``.
-    """
-    cat = values.astype("category")
-    distinct = pd.Series([*cat.cat.categories.astype(str), ""], dtype="object")
-    mapped = func(distinct).to_numpy()
-    codes = cat.cat.codes.to_numpy()  # -1 (missing) picks the appended ""
-    return pd.Series(mapped[codes], index=values.index)
-
-
-def concat_frames(frames) -> pd.DataFrame:
-    """Concatenate frames keeping categorical columns categorical (union of categories).
-
-    Categorical columns are joined as union_categoricals joins them: pd.concat of
-    categoricals with different categories would expand them to strings first. Their
-    categories are aligned on object first (an all-N/A column comes back from pyarrow
-    with empty float categories).
-    """
-    frames = [f for f in frames if f is not None and len(f.columns)]
-    if not frames:
-        return pd.DataFrame()
-    if len(frames) == 1:
-        return frames[0].reset_index(drop=True)
-    dtypes = [f.dtypes.to_dict() for f in frames]
-    first = dtypes[0]
-    # Only columns whose categories differ between frames need the union; where every
-    # frame has the same (the ranks cut from one stack), pd.concat keeps the categorical.
-    differing = [c for c, dtype in first.items() if isinstance(dtype, pd.CategoricalDtype)
-                 and all(isinstance(d.get(c), pd.CategoricalDtype) for d in dtypes)
-                 and any(d[c] is not dtype and d[c] != dtype for d in dtypes)]
-    columns = list(dict.fromkeys(c for f in frames for c in f.columns))  # first-seen order
-    merged = pd.concat([f.drop(columns=differing) for f in frames] if differing else frames,
-                       ignore_index=True)
-    for column in differing:
-        merged[column] = _union(frames, column)
-    return merged if list(merged.columns) == columns else merged[columns]
-
-
-def concat_ranks(frames, ranks, column: str = "rank") -> pd.DataFrame:
-    """``concat_frames(f.assign(rank=r) …)`` over the non-empty frames, the ids set once.
-
-    The stacked frame gets one int64 ``column`` (``np.repeat`` of the ids by the frames'
-    lengths; where the frames have the column it keeps its place, else it comes last):
-    an ``assign`` per frame copied every frame, ~0.3 ms each over 1,000 ranks. An empty
-    DataFrame when no frame has rows.
-    """
-    pairs = [(f, r) for f, r in zip(frames, ranks) if f is not None and len(f)]
-    merged = concat_frames(f for f, _ in pairs)
-    if pairs:
-        merged[column] = np.repeat(np.array([r for _, r in pairs], dtype=np.int64),
-                                   [len(f) for f, _ in pairs])
-    return merged
-
-
-def _union(frames: list[pd.DataFrame], column: str) -> pd.Categorical:
-    """``union_categoricals`` of one categorical column of every frame.
-
-    The categories are the first-seen union, as union_categoricals(ignore_order=True)
-    gives them; every frame's codes are mapped at once (one factorize of all the frames'
-    categories), not one recoding per frame, which cost ~1 ms a frame over 1,000 ranks.
-    Categories and codes are read from each frame's Categorical, without a Series or an
-    Index conversion per frame.
-    """
-    arrays = [f[column].array for f in frames]
-    categories = [a.categories for a in arrays]
-    sizes = np.array([len(c) for c in categories], dtype=np.int64)
-    every = np.concatenate([c.to_numpy(dtype=object) for c in categories]) \
-        if sizes.sum() else np.empty(0, dtype=object)
-    mapping, union = pd.factorize(every)
-    offsets = np.repeat(np.cumsum(sizes) - sizes, [len(f) for f in frames])
-    codes = np.concatenate([a.codes.astype(np.int64) for a in arrays])
-    recoded = np.where(codes >= 0, mapping[np.maximum(codes + offsets, 0)]
-                       if len(mapping) else -1, -1)
-    # The categories as union_categoricals leaves them: the first frame's when every frame
-    # has the same, else the first-seen union, of the frames' dtype when they share one.
-    # So a stack of ranks that share their categories and the same ranks stacked from
-    # ranks that do not come out alike.
-    dtypes = {c.dtype for c in categories}
-    joined = categories[0] if (sizes == len(union)).all() else \
-        pd.Index(union, dtype=categories[0].dtype if len(dtypes) == 1 else None)
-    return pd.Categorical.from_codes(recoded, dtype=pd.CategoricalDtype(joined))
-
-
-def as_category(values) -> pd.Categorical:
-    """Text values as a categorical with ``""`` for missing (readers hand raw text on)."""
-    series = pd.Series(values, dtype="object")
-    return pd.Categorical(series.where(series.notna(), ""))
 
 
 # The exact rule sorts every duration; on a table of at least SHORT_ROWS_MIN_TABLE rows the

@@ -21,11 +21,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from ..errors import InputError, SchemaError
-from ..schema import STAGE_FIELDS
-from ..settings import DEFAULT_LIMITS
-from .derive import check_step_figures, drop_impossible_durations
+from ...errors import InputError, SchemaError
+from ...schema import STAGE_FIELDS
+from ...settings import DEFAULT_LIMITS
 from .files import brief, open_binary, os_problem, require_file, size_text
+from .values import check_step_figures, drop_impossible_durations
 
 # canonical field -> accepted headers, kernel_details first, op_summary second.
 KERNEL_HEADERS = {

@@ -16,8 +16,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import SchemaError
-from ..vocab.memo import normalize_distinct
+from ...errors import SchemaError
+from ...vocab.memo import normalize_distinct
 from .trace_events import DEVICE_PROCESSES, TraceScan, _key, scan_trace, ts_to_ns
 from .trace_select import NotVouched, select_events
 

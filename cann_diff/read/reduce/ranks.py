@@ -18,16 +18,16 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from ..errors import CannDiffError
-from ..schema import OP_COLUMNS, RunSummary, conform_ops, validate
-from ..vocab import Vocabulary, default_vocabulary
-from ..vocab.memo import normalize_distinct
-from ..vocab.names import canonicalize
-from ..vocab.shapes import normalize_dtypes, normalize_shapes
-from .base import RankData
-from .derive import concat_frames, concat_ranks
+from ...errors import CannDiffError
+from ...schema import OP_COLUMNS, RunSummary, conform_ops, validate
+from ...vocab import Vocabulary, default_vocabulary
+from ...vocab.memo import normalize_distinct
+from ...vocab.names import canonicalize
+from ...vocab.shapes import normalize_dtypes, normalize_shapes
+from ..frames import concat_frames, concat_ranks
+from ..rank_data import RankData
 from .framework import host_links_of, reduce_framework
-from .reduce import Stack, StackShare, sort_codes, summarize
+from .summary import Stack, StackShare, sort_codes, summarize
 from .timeline import step_breakdown_from_kernels
 
 StepRanges = list[tuple[int | None, int | None]]

@@ -13,16 +13,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import SchemaError
-from ..schema import STAGE_FIELDS
+from ...errors import SchemaError
+from ...schema import STAGE_FIELDS
+from ..rank_data import RankData
 from . import fast_json
-from .base import RankData
 from .csv_files import STEP_HEADERS, integer_ids, read_csv_columns, read_header
-from .derive import check_step_figures
 from .files import brief, is_directory, present
 from .json_files import _step_number, comm_frame, comm_types_of, load_json
+from .values import check_step_figures
 
 FORMAT = "cluster_analysis_output"
+LOOKS_FOR = "cluster_analysis_output/cluster_step_trace_time.csv"
 STEPS = "cluster_step_trace_time.csv"
 COMM = "cluster_communication.json"
 RANK_KEY = re.compile(r"\d{1,9}", flags=re.ASCII)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .base import RankData
+from ..rank_data import RankData
 from .csv_files import read_kernel_table, read_step_trace
 from .files import present
 from .json_files import read_communication, read_profiler_info
 
 FORMAT = "ascend_pt_text"
+LOOKS_FOR = "ASCEND_PROFILER_OUTPUT/kernel_details.csv"
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 KERNELS = "kernel_details.csv"
 
