@@ -98,18 +98,14 @@ def _assert_same(alone, stacked) -> None:
                                   RankPlan(keep_rows=False, steps=[(7, 9)])],
                          ids=["summaries", "rows", "steps 2-3", "rows, step 1", "no step"])
 def test_a_stack_gives_each_rank_what_it_gives_alone(cluster, plan):
-    alone = _read(cluster)
-    for data in alone:
-        reduce_kernels(data, plan)
-    stacked = _read(cluster)
-    reduce_ranks(stacked, plan)
+    alone = [reduce_kernels(data, plan) for data in _read(cluster)]
+    stacked = reduce_ranks(_read(cluster), plan)
     _assert_same(alone, stacked)
 
 
 def test_kernels_outside_every_step_by_hand(cluster):
     """Rank 1 loses its two unstepped kernels; rank 3, with no stepped kernel, keeps all."""
-    stacked = _read(cluster)
-    reduce_ranks(stacked, RankPlan(keep_rows=False))
+    stacked = reduce_ranks(_read(cluster), RankPlan(keep_rows=False))
     assert [d.outside_steps for d in stacked] == [0, 2, 0, 0, 0, 0]
     # Rank 1 per step: a Cast, two Adds, a MatMul, four AllReduces = 8 kernels, 3 steps.
     assert int(summary_of(stacked[1]).ops["count"].sum()) == 8 * 3 - 2
@@ -123,20 +119,17 @@ def test_kernels_outside_every_step_by_hand(cluster):
 def test_stacks_cut_by_rows_and_large_ranks_alone(cluster, monkeypatch):
     """A stack closes at STACK_ROWS rows; a rank above STACK_RANK_ROWS is reduced alone."""
     plan = RankPlan(keep_rows=False)
-    alone = _read(cluster)
-    for data in alone:
-        reduce_kernels(data, plan)
+    alone = [reduce_kernels(data, plan) for data in _read(cluster)]
     stacks = []
     real = rank_reduce._reduce_stack
     monkeypatch.setattr(rank_reduce, "_reduce_stack",
-                        lambda datas, p: (stacks.append([len(d.ops) for d in datas]),
-                                          real(datas, p)))
+                        lambda stack, p: (stacks.append([len(d.ops) for _, d, _ in stack]),
+                                          real(stack, p))[1])
     monkeypatch.setattr(rank_reduce, "STACK_ROWS", 40)
     monkeypatch.setattr(rank_reduce, "STACK_RANK_ROWS", 25)
     stacked = _read(cluster)
     sizes = [len(d.ops) for d in stacked]
-    reduce_ranks(stacked, plan)
-    _assert_same(alone, stacked)
+    _assert_same(alone, reduce_ranks(stacked, plan))
     # Kernels per rank: 3 steps × (Cast on odd ranks + rank+1 Adds + MatMul + four
     # AllReduces but on rank 4) = 18, 24, 24, 30, 18, 36: the first two fill a stack
     # past 40 rows, ranks 3 and 5 are too large for one.
@@ -156,10 +149,14 @@ def test_a_failing_stack_names_the_rank_that_fails_alone(cluster, monkeypatch):
         real(ops)
 
     monkeypatch.setattr(rank_reduce, "validate", strict)
-    stacked = _read(cluster)
+    alone = []
+    reduce_alone = rank_reduce.reduce_kernels
+    monkeypatch.setattr(rank_reduce, "reduce_kernels",
+                        lambda data, plan: (alone.append(data.source),
+                                            reduce_alone(data, plan))[1])
     with pytest.raises(SchemaError, match="a Cast kernel on this rank"):
-        reduce_ranks(stacked, RankPlan(keep_rows=False))
-    assert summary_of(stacked[0]) is not None  # rank 0 (no Cast) was reduced before rank 1
+        reduce_ranks(_read(cluster), RankPlan(keep_rows=False))
+    assert alone == cluster[:2]  # rank 0 (no Cast) reduced alone, then rank 1 raised
 
 
 def test_progress_follows_every_rank_read_in_one_pass(cluster):
@@ -177,12 +174,11 @@ def test_a_table_read_as_text_gives_what_its_dictionaries_give(cluster, monkeypa
     plan = RankPlan(keep_rows=True)
     as_text = _read(cluster)
     assert not any(isinstance(d.ops["op_name"].dtype, pd.CategoricalDtype) for d in as_text)
-    reduce_ranks(as_text, plan)
+    as_text = reduce_ranks(as_text, plan)
     monkeypatch.setattr(csv_files, "TEXT_TABLE_BYTES", 0)
     as_dictionaries = _read(cluster)
     assert all(isinstance(d.ops["op_name"].dtype, pd.CategoricalDtype) for d in as_dictionaries)
-    reduce_ranks(as_dictionaries, plan)
-    _assert_same(as_dictionaries, as_text)
+    _assert_same(reduce_ranks(as_dictionaries, plan), as_text)
 
 
 @pytest.mark.parametrize("sampled", [False, True], ids=["every duration", "a sample"])
@@ -197,8 +193,7 @@ def test_combine_of_shares_equals_combine_of_the_ranks_own_summaries(cluster, mo
     keep 11, and every row of 5 or fewer keeps all: ranks 0-2 and 4 keep their samples as
     they are, though ranks beside them in their stack are resampled."""
     monkeypatch.setattr(rank_reduce, "STACK_ROWS", 60)  # stacks of ranks 0-2 and 3-5
-    datas = _read(cluster)
-    reduce_ranks(datas, RankPlan(keep_rows=False))
+    datas = reduce_ranks(_read(cluster), RankPlan(keep_rows=False))
     assert all(d.share is not None for d in datas)
     assert datas[0].share.stack is datas[2].share.stack is not datas[3].share.stack
     budget = DEFAULT_LIMITS.sample_budget

@@ -50,7 +50,6 @@ from .formats import (
 from .formats.provenance import rank_facts, read_provenance
 from .frames import concat_frames, concat_ranks
 from .maps import load_vocabulary
-from .rank_data import RankData
 from .reduce.device_memory import (
     MEMORY_NOTE,
     memory_data,
@@ -59,7 +58,7 @@ from .reduce.device_memory import (
     step_intervals,
 )
 from .reduce.framework import combine_framework
-from .reduce.ranks import RankPlan, StepRanges, in_ranges, reduce_ranks
+from .reduce.ranks import RankPlan, RankResult, StepRanges, in_ranges, reduce_ranks
 from .reduce.summary import StackShare, combine, samples_per_rank, select
 
 __all__ = ["FORMATS", "KERNEL_LESS", "Format", "RankPlan", "RankSource", "StepRanges",
@@ -67,26 +66,26 @@ __all__ = ["FORMATS", "KERNEL_LESS", "Format", "RankPlan", "RankSource", "StepRa
            "read_and_reduce_many", "read_memory", "select_steps"]
 
 
-def _rank_of(data: RankData) -> int:
+def _rank_of(data: RankResult) -> int:
     """A rank's id, once ``_assign_ranks`` has given every rank one."""
     if data.rank is None:
         raise ValueError(f"{data.source}: no rank id assigned")
     return data.rank
 
 
-def _assign_ranks(datas: list[RankData]) -> tuple[list[RankData], list[Note]]:
+def _assign_ranks(datas: list[RankResult]) -> tuple[list[RankResult], list[Note]]:
     """Give every rank an id; for duplicates keep the newest result (by directory name).
 
-    Kernels, steps, communication and memory travel together in one RankData, so the
+    Kernels, steps, communication and memory travel together in one RankResult, so the
     rank a duplicate loses is lost for all of them alike.
     """
     warnings: list[Note] = []
     used = {d.rank for d in datas if d.rank is not None}
     free = (n for n in range(len(datas) + len(used) + 1) if n not in used)
-    for data in datas:  # ranks that do not say get ids no other rank uses
-        if data.rank is None:
-            data.rank = next(free)
-    by_rank: dict[int, RankData] = {}
+    # ranks that do not say get ids no other rank uses
+    datas = [data if data.rank is not None else replace(data, rank=next(free))
+             for data in datas]
+    by_rank: dict[int, RankResult] = {}
     for data in sorted(datas, key=lambda d: d.source.name):
         rank = _rank_of(data)
         if rank in by_rank:
@@ -96,21 +95,21 @@ def _assign_ranks(datas: list[RankData]) -> tuple[list[RankData], list[Note]]:
     return [by_rank[r] for r in sorted(by_rank)], warnings
 
 
-def _memory_intervals(data: RankData, steps: StepRanges | None) -> np.ndarray | None:
+def _memory_intervals(data: RankResult, steps: StepRanges | None) -> np.ndarray | None:
     """The µs intervals of the chosen steps on this rank; None keeps all of its memory."""
     if not steps or data.step_spans is None or data.step_spans.empty:
         return None
     return step_intervals(data.step_spans, in_ranges(data.step_spans["step"], steps))
 
 
-def read_and_reduce(plan: RankPlan, source: RankSource) -> RankData | list[RankData]:
+def read_and_reduce(plan: RankPlan, source: RankSource) -> RankResult | list[RankResult]:
     """One rank's read-and-reduce: ``read_and_reduce_many`` of that one source."""
     return read_and_reduce_many(plan, [source])[0]
 
 
 def read_and_reduce_many(plan: RankPlan, sources: list[RankSource],
                          progress: Callable[[int, int], None] | None = None
-                         ) -> list[RankData | list[RankData]]:
+                         ) -> list[RankResult | list[RankResult]]:
     """The read-and-reduce of several sources in one worker (a process, a Dask worker).
 
     Each raw table (text, PMU columns unread) becomes canonical rows of the chosen
@@ -121,48 +120,60 @@ def read_and_reduce_many(plan: RankPlan, sources: list[RankSource],
     (several ranks in one source) holds no memory. ``progress(done, total)`` follows
     the sources as they are read.
     """
-    results: list[RankData | list[RankData]] = []
+    counts: list[int | None] = []  # per source: None for one rank, else its ranks
 
     def read():
         for number, source in enumerate(sources, 1):
             result = source.format.read_rank(source.path)
-            results.append(result)
+            counts.append(len(result) if isinstance(result, list) else None)
             yield from result if isinstance(result, list) else [result]
             if progress is not None and number < len(sources):  # the last once all is done
                 progress(number, len(sources))
 
-    reduce_ranks(read(), plan)
-    for source, result in zip(sources, results):
-        if not isinstance(result, list):
-            _read_memory_and_facts(plan, source, result)
+    reduced = reduce_ranks(read(), plan)
+    results: list[RankResult | list[RankResult]] = []
+    at = 0
+    for source, count in zip(sources, counts):
+        if count is None:
+            results.append(_with_memory_and_facts(plan, source, reduced[at]))
+            at += 1
+        else:
+            results.append(reduced[at:at + count])
+            at += count
     if progress is not None:
         progress(len(sources), len(sources))
     return results
 
 
-def _read_memory_and_facts(plan: RankPlan, source: RankSource, result: RankData) -> None:
-    result.facts = rank_facts(source.path, source.format.name, result.info)
-    result.info.pop("profiler_info", None)  # parsed once; only its facts travel on
+NO_KERNEL_TIMES = ("no kernel times to place its memory samples in steps: they cover the "
+                   "whole profile, not only the chosen steps")
+
+
+def _with_memory_and_facts(plan: RankPlan, source: RankSource,
+                           result: RankResult) -> RankResult:
+    """The rank with its provenance facts and memory, read where the rank was read."""
+    facts = rank_facts(source.path, source.format.name, result.info)
+    info = {k: v for k, v in result.info.items() if k != "profiler_info"}  # parsed once
     intervals = _memory_intervals(result, plan.steps)
-    result.memory = read_rank_memory(source.path, plan.keep_rows, intervals)
-    if plan.steps and intervals is None and result.memory.recorded:
-        result.memory.notes.append(Note(MEMORY_NOTE, "no kernel times to place its memory "
-                                        "samples in steps: they cover the whole profile, "
-                                        "not only the chosen steps"))
+    memory = read_rank_memory(source.path, plan.keep_rows, intervals)
+    if plan.steps and intervals is None and memory.recorded:
+        memory = replace(memory, notes=[*memory.notes, Note(MEMORY_NOTE, NO_KERNEL_TIMES)])
+    nothing = False
     # Compared by name: on Dask the source's Format is a copy.
-    if source.format.name == KERNEL_LESS.name and not result.memory.recorded:
+    if source.format.name == KERNEL_LESS.name and not memory.recorded:
         # The run's "ranks without kernels" warning says what such a rank holds; a note per
         # missing memory file would only repeat that it holds no memory.
-        result.memory.notes = []
-        result.nothing = result.steps is None and not result.has_comm
+        memory = replace(memory, notes=[])
+        nothing = result.steps is None and not result.has_comm
+    return replace(result, info=info, facts=facts, memory=memory, nothing=nothing)
 
 
-def _steps_of(data: RankData) -> pd.DataFrame | None:
+def _steps_of(data: RankResult) -> pd.DataFrame | None:
     """The rank's step figures: the profiler's, else those derived from its kernels."""
     return data.steps if data.steps is not None else data.kernel_steps
 
 
-def _step_breakdown(datas: list[RankData], warnings: list[Note]) -> tuple[pd.DataFrame, str]:
+def _step_breakdown(datas: list[RankResult], warnings: list[Note]) -> tuple[pd.DataFrame, str]:
     """The profiler's step figures where a rank has them, else the kernel-derived ones.
 
     A rank with neither (memory alone) has no step figures and counts for neither.
@@ -220,19 +231,19 @@ def select_steps(run: Run, ranges: StepRanges | None) -> Run:
                    summary=summary, memory=memory, framework=chosen(run.framework))
 
 
-Reader = Callable[..., list[RankData | list[RankData]]]
+Reader = Callable[..., list[RankResult | list[RankResult]]]
 
 
 def read_all(reader: Reader, sources: list[RankSource], jobs: int,
              progress: Callable[[int, int], None], scheduler: str | None = None,
-             timeout_s: float = DEFAULT_LIMITS.dask_timeout_s) -> list[RankData]:
+             timeout_s: float = DEFAULT_LIMITS.dask_timeout_s) -> list[RankResult]:
     """Read every source as ``execute.plan_ranks`` plans it; the same ranks in the same order.
 
     ``reader(sources[, progress])`` reads a list of sources (``read_and_reduce_many``); a
     source may hold several ranks (a cluster_analysis_output directory). In this process
     progress follows the sources; elsewhere it follows the chunks as they come back.
     """
-    def flat(results: list[RankData | list[RankData]]) -> list[RankData]:
+    def flat(results: list[RankResult | list[RankResult]]) -> list[RankResult]:
         return [d for r in results for d in (r if isinstance(r, list) else [r])]
 
     plan = plan_ranks(sources, jobs, scheduler, timeout_s)
@@ -244,7 +255,7 @@ def read_all(reader: Reader, sources: list[RankSource], jobs: int,
     return flat([r for rs in results for r in rs])
 
 
-def _drop_empty(datas: list[RankData]) -> tuple[list[RankData], list[Note]]:
+def _drop_empty(datas: list[RankResult]) -> tuple[list[RankResult], list[Note]]:
     """Leave out kernel-less ranks that held nothing usable; raise when no rank is left."""
     empty = [d for d in datas if d.nothing]
     if empty and len(empty) == len(datas):
@@ -254,7 +265,7 @@ def _drop_empty(datas: list[RankData]) -> tuple[list[RankData], list[Note]]:
              "data; rank skipped") for d in empty]
 
 
-def _holdings(data: RankData) -> str:
+def _holdings(data: RankResult) -> str:
     held = [what for what, has in (("step breakdown", data.steps is not None),
                                    ("communication", data.has_comm),
                                    ("memory", data.memory is not None and data.memory.recorded))
@@ -262,7 +273,7 @@ def _holdings(data: RankData) -> str:
     return f"{', '.join(held)} only" if held else "nothing else"
 
 
-def _without_kernels(datas: list[RankData]) -> tuple[tuple[int, ...], list[Note]]:
+def _without_kernels(datas: list[RankResult]) -> tuple[tuple[int, ...], list[Note]]:
     """Ranks read without kernels and, when other ranks have kernels, a warning naming them.
 
     e.g. ``ranks without kernels: 1, 3 (step breakdown, communication only)``.
@@ -282,7 +293,7 @@ STEPS_MEMORY_NOTE = ("steps chosen: memory samples are those inside the chosen s
                      "spans; operator allocations and copy bytes cover the whole profile")
 
 
-def _memory_of(datas: list[RankData], keep_rows: bool, steps: StepRanges | None) -> MemoryData:
+def _memory_of(datas: list[RankResult], keep_rows: bool, steps: StepRanges | None) -> MemoryData:
     """The memory of the run: every rank that was read for it, under its rank id."""
     read = [(d, d.memory) for d in datas if d.memory is not None]
     notes = [Note(MEMORY_NOTE, STEPS_MEMORY_NOTE)] if steps and any(m.recorded for _, m in read) \
@@ -296,7 +307,7 @@ def _memory_of(datas: list[RankData], keep_rows: bool, steps: StepRanges | None)
 
 
 def _read_ranks(path: Path, limits: Limits, plan: RankPlan, jobs: int,
-                scheduler: str | None, progress) -> tuple[Format, list[RankData], list[Note]]:
+                scheduler: str | None, progress) -> tuple[Format, list[RankResult], list[Note]]:
     """Find and read the ranks of one input: its format, the ranks kept, warnings."""
     fmt, sources = find_rank_sources(path)
     with_kernels = sum(s.format.name != KERNEL_LESS.name for s in sources)
@@ -346,11 +357,7 @@ def load_run(path: str | Path, label: str | None = None, *,
     if unstepped.any() and not unstepped.all():  # whole ranks without step ids
         outside += int(summary.ops.loc[unstepped, "count"].sum())
         summary = select(summary, ~unstepped, np.ones(len(summary.comm), dtype=bool))
-        for data in datas:
-            data.kernel_steps = None if data.kernel_steps is None else \
-                data.kernel_steps[data.kernel_steps["step"].notna()]
-            if keep_rows:
-                data.ops = data.ops[data.ops["step"].notna().to_numpy()]
+        datas = [_stepped_only(data) for data in datas]
     if outside:
         warnings.append(Note("outside-steps", f"{outside} kernel(s) fall outside every "
                              "profiler step and are left out"))
@@ -377,18 +384,25 @@ def load_run(path: str | Path, label: str | None = None, *,
                vocab)
 
 
-def _rows_of(datas: list[RankData]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _stepped_only(data: RankResult) -> RankResult:
+    """The rank without its kernels outside every step (whole ranks without step ids)."""
+    kernel_steps = data.kernel_steps
+    if kernel_steps is not None:
+        kernel_steps = kernel_steps[kernel_steps["step"].notna()]
+    ops = data.ops if data.ops is None else data.ops[data.ops["step"].notna().to_numpy()]
+    return replace(data, kernel_steps=kernel_steps, ops=ops)
+
+
+def _rows_of(datas: list[RankResult]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The kept canonical rows and communication rows of every rank, under its rank id."""
-    for data in datas:
-        data.ops["rank"] = data.rank
-        if data.comm is not None:  # a rank id assigned here, not known to the reader
-            data.comm["rank"] = data.rank
-    comm_frames = [d.comm for d in datas if d.comm is not None]
-    return (conform_ops(concat_frames(d.ops for d in datas)),
+    # A rank id assigned here, not known to the reader.
+    ops = [d.ops.assign(rank=d.rank) for d in datas if d.ops is not None]
+    comm_frames = [d.comm.assign(rank=d.rank) for d in datas if d.comm is not None]
+    return (conform_ops(concat_frames(ops)),
             concat_frames(comm_frames) if comm_frames else empty_comm())
 
 
-def _meta_of(path: Path, fmt: Format, datas: list[RankData]) -> RunMeta:
+def _meta_of(path: Path, fmt: Format, datas: list[RankResult]) -> RunMeta:
     """Versions and device from the first rank with kernels (else the first rank)."""
     info = next((d.info for d in datas if d.has_kernels), datas[0].info)
     facts: list[Any] | None = [d.facts for d in datas] \

@@ -111,7 +111,8 @@ def read_rank(path: Path) -> list[RankData]:
             else (comm.iloc[:0] if comm is not None else None)
         ranks.append(RankData(source=path, format=FORMAT, rank=int(rank), ops=_no_kernels(),
                               steps=rank_steps.reset_index(drop=True), comm=rank_comm,
-                              info={}, warnings=warnings if rank == steps["rank"].min() else []))
+                              info={}, warnings=tuple(warnings) if rank == steps["rank"].min()
+                              else ()))
     if not ranks:
         raise SchemaError(path / STEPS, "no rows of Type 'rank'")
     return ranks

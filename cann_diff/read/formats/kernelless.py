@@ -114,7 +114,7 @@ def read_rank(path: Path) -> RankData:
                         "dur_us": pd.Series(dtype="float64"),
                         "step": pd.Series(dtype="Int64")})
     return RankData(source=root, format=FORMAT, rank=rank, ops=ops, steps=steps, comm=comm,
-                    info=info, warnings=warnings)
+                    info=info, warnings=tuple(warnings))
 
 
 def nothing_read(path: Path) -> SchemaError:

@@ -16,6 +16,7 @@ the whole capture is one unit (step <NA>) unless op_summary carries a Step Id.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -151,11 +152,9 @@ def read_rank(path: Path) -> RankData:
     db = _db_file(root)
     if db is not None:
         data = sqlite_db.read_db_file(db)
-        data.info = {**info, **{k: v for k, v in data.info.items() if v is not None}}
-        data.format, data.source = FORMAT, root
-        data.rank = info.get("rank", data.rank)
-        data.warnings = warnings + data.warnings
-        return data
+        return replace(data, source=root, format=FORMAT, rank=info.get("rank", data.rank),
+                       info={**info, **{k: v for k, v in data.info.items() if v is not None}},
+                       warnings=(*warnings, *data.warnings))
     summaries = _files(root, f"{OUTPUT}/*.csv", OP_SUMMARY) or \
         _files(root, "device_*/summary/*.csv", OP_SUMMARY)
     if summaries:
@@ -173,4 +172,4 @@ def read_rank(path: Path) -> RankData:
         warnings.append(f"{root.name}: several devices in one PROF directory are read as "
                         "one rank")
     return RankData(source=root, format=FORMAT, rank=info.get("rank"),
-                    ops=ops.reset_index(drop=True), info=info, warnings=warnings)
+                    ops=ops.reset_index(drop=True), info=info, warnings=tuple(warnings))

@@ -524,7 +524,7 @@ def read_db_file(db: Path) -> RankData:
             comm = read_comm_table(conn, extra, analysis, rank if rank is not None else 0)
     fmt = "ascend_ms_db" if "mindspore" in db.name else FORMAT
     return RankData(source=root, format=fmt, rank=rank, ops=ops, steps=steps, comm=comm,
-                    info=info, warnings=warnings)
+                    info=info, warnings=tuple(warnings))
 
 
 def read_rank(path: Path) -> RankData:

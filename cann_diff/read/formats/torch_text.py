@@ -60,4 +60,4 @@ def read_rank(path: Path) -> RankData:
     comm = read_communication(comm_file, rank if rank is not None else 0) \
         if present(comm_file) else None
     return RankData(source=root, format=FORMAT, rank=rank, ops=ops, steps=steps, comm=comm,
-                    info=info, warnings=warnings)
+                    info=info, warnings=tuple(warnings))

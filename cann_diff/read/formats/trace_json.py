@@ -258,4 +258,4 @@ def read_rank(path: Path) -> RankData:
         if kind == "ascend" and present(comm_file) else None
     source = trace if is_regular(path) else root
     return RankData(source=source, format=FORMAT, rank=rank, ops=ops, steps=steps, comm=comm,
-                    info=info, warnings=warnings, links=scan.host_links())
+                    info=info, warnings=tuple(warnings), links=scan.host_links())

@@ -46,9 +46,8 @@ from ..frames import by_category, concat_frames
 from .nesting import Nesting, innermost, module_paths
 
 __all__ = ["FRAMEWORK_COLUMNS", "NO_LINKS", "UNLINKED", "HostLinks", "LinkScan", "Nesting",
-           "attribute", "combine_framework", "conform_framework", "host_links_of",
-           "innermost", "module_paths", "read_db_links", "read_trace_links",
-           "reduce_framework"]
+           "attribute", "combine_framework", "conform_framework", "framework_of",
+           "host_links_of", "innermost", "module_paths", "read_db_links", "read_trace_links"]
 
 TRACE = "trace_view.json"
 BACKWARD = " (backward)"
@@ -234,19 +233,18 @@ def host_links_of(data) -> tuple[HostLinks | None, str]:
     return None, f"{source.name}: no host→device links in this profile ({data.format})"
 
 
-def reduce_framework(data) -> None:
-    """Fill ``data.framework``/``framework_note`` from its canonical ops; drop ``links``.
+def framework_of(data, ops: pd.DataFrame | None) -> tuple[pd.DataFrame | None, str]:
+    """A rank's kernels per framework operator instance, or (None, why).
 
-    Runs in the worker that read the rank, after its steps are chosen.
+    ``ops`` are its canonical rows of the chosen steps; ``data`` is its RankData, whose
+    reader may have found the links already. Runs in the worker that read the rank.
     """
     host, note = host_links_of(data)
-    data.links = None
-    if host is not None and (data.ops is None or not len(data.ops)):
+    if host is not None and (ops is None or not len(ops)):
         host, note = None, f"{Path(data.source).name}: no kernel rows"
     if host is None:
-        data.framework, data.framework_note = None, note
-        return
-    data.framework, data.framework_note = attribute(data.ops, host), ""
+        return None, note
+    return attribute(ops, host), ""
 
 
 def combine_framework(datas: list) -> tuple[pd.DataFrame | None, Note | None]:

@@ -12,8 +12,10 @@ and in order (``summary_of``); only its categoricals' category lists are the sta
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,7 +28,8 @@ from ...vocab.names import canonicalize
 from ...vocab.shapes import normalize_dtypes, normalize_shapes
 from ..frames import concat_frames, concat_ranks
 from ..rank_data import RankData
-from .framework import host_links_of, reduce_framework
+from .device_memory import RankMemory
+from .framework import framework_of, host_links_of
 from .summary import Stack, StackShare, sort_codes, summarize
 from .timeline import step_breakdown_from_kernels
 
@@ -73,11 +76,12 @@ def normalize_ops(ops: pd.DataFrame, vocab: Vocabulary,
     return conform_ops(canonicalize(ops, vocab))
 
 
-def _drop_rows_outside_steps(data: RankData) -> None:
-    outside = data.ops["step"].isna()
+def _drop_rows_outside_steps(ops: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The rows inside a step (all of them when none is), and how many were left out."""
+    outside = ops["step"].isna()
     if outside.any() and not outside.all():
-        data.outside_steps = int(outside.sum())
-        data.ops = data.ops[~outside.to_numpy()].reset_index(drop=True)
+        return ops[~outside.to_numpy()].reset_index(drop=True), int(outside.sum())
+    return ops, 0
 
 
 def _step_ids(frames: list[pd.DataFrame | None]) -> tuple[int, ...]:
@@ -85,21 +89,10 @@ def _step_ids(frames: list[pd.DataFrame | None]) -> tuple[int, ...]:
                          for s in f["step"].dropna().unique()}))
 
 
-def _keep_steps_beside(data: RankData, ranges: StepRanges) -> None:
-    """The rank's steps and communication of the chosen steps (its kernels are chosen apart)."""
-    if data.steps is not None:
-        data.steps = data.steps[in_ranges(data.steps["step"], ranges)].reset_index(drop=True)
-    if data.comm is not None and len(data.comm):
-        data.comm = data.comm[in_ranges(data.comm["step"], ranges)].reset_index(drop=True)
-
-
-def _keep_steps(data: RankData, ranges: StepRanges) -> None:
-    """Keep the rows of the chosen steps; a rank without step ids is kept whole."""
-    data.step_ids = _step_ids([data.ops, data.steps])
-    if not data.step_ids:
-        return
-    data.ops = data.ops[in_ranges(data.ops["step"], ranges)].reset_index(drop=True)
-    _keep_steps_beside(data, ranges)
+def _chosen(frame: pd.DataFrame | None, ranges: StepRanges) -> pd.DataFrame | None:
+    if frame is None or not len(frame):
+        return frame
+    return frame[in_ranges(frame["step"], ranges)].reset_index(drop=True)
 
 
 def _spans(slot: np.ndarray, steps: np.ndarray, start: np.ndarray, end: np.ndarray
@@ -138,64 +131,117 @@ def step_spans(ops: pd.DataFrame) -> pd.DataFrame:
     return _span_frame(steps, start, end)
 
 
-def reduce_kernels(data: RankData, plan: RankPlan) -> None:
+@dataclass(frozen=True)
+class RankResult:
+    """One rank as the worker that read it hands it back: reduced, and built once.
+
+    ``steps`` are the profiler's step figures of the chosen steps (None: not recorded);
+    ``ops``/``comm`` the canonical and communication rows, None unless ``keep_rows``.
+    ``summary`` is the rank's RunSummary, or None when it was reduced in a stack: then
+    ``share`` is its part of the stack's. ``kernel_steps``: the breakdown from kernel
+    intervals when the profiler gave none; ``outside_steps``: kernels left out for lying
+    outside every profiler step; ``has_comm``: communication detail was read;
+    ``step_ids``: the step ids it had before a step selection (only with one);
+    ``has_kernels``: kernel rows were read; ``step_spans``: step, start_us, end_us by its
+    kernels; ``framework``: its kernels per framework operator instance, None with
+    ``framework_note`` saying why. ``memory`` (None for a cluster summary), ``facts``
+    (provenance) and ``nothing`` (a kernel-less rank that held nothing usable either)
+    come from the same worker, after the reduce.
+    """
+
+    source: Path
+    format: str
+    rank: int | None
+    info: Mapping[str, Any]
+    warnings: tuple[str, ...]
+    steps: pd.DataFrame | None
+    ops: pd.DataFrame | None
+    comm: pd.DataFrame | None
+    summary: RunSummary | None = None
+    share: StackShare | None = None
+    kernel_steps: pd.DataFrame | None = None
+    outside_steps: int = 0
+    has_comm: bool = False
+    step_ids: tuple[int, ...] = ()
+    has_kernels: bool = True
+    step_spans: pd.DataFrame | None = None
+    framework: pd.DataFrame | None = None
+    framework_note: str = ""
+    memory: RankMemory | None = None
+    facts: Any = None
+    nothing: bool = False
+
+
+def _kept(frame: pd.DataFrame | None, plan: RankPlan) -> pd.DataFrame | None:
+    return frame if plan.keep_rows else None
+
+
+def reduce_kernels(data: RankData, plan: RankPlan) -> RankResult:
     """Canonical rows of the chosen steps, then a RunSummary (rows dropped unless kept)."""
-    data.has_kernels = len(data.ops) > 0
-    if data.has_kernels:
-        data.ops = normalize_ops(data.ops, plan.vocab)
-        validate(data.ops)
-        _drop_rows_outside_steps(data)
-        data.step_spans = step_spans(data.ops)
+    has_kernels = len(data.ops) > 0
+    outside, spans = 0, None
+    if has_kernels:
+        ops = normalize_ops(data.ops, plan.vocab)
+        validate(ops)
+        ops, outside = _drop_rows_outside_steps(ops)
+        spans = step_spans(ops)
     else:  # a cluster summary or a kernel-less rank: nothing to derive
-        data.ops = pd.DataFrame({c: pd.Series(dtype=t) for c, t in OP_COLUMNS.items()})
+        ops = pd.DataFrame({c: pd.Series(dtype=t) for c, t in OP_COLUMNS.items()})
+    steps, comm = data.steps, data.comm
+    step_ids: tuple[int, ...] = ()
     if plan.steps:
-        _keep_steps(data, plan.steps)
-    if data.steps is None and len(data.ops):
-        data.kernel_steps = step_breakdown_from_kernels(data.ops)
-    reduce_framework(data)
-    data.summary = summarize(data.ops, data.comm, plan.max_samples)
-    data.has_comm = data.comm is not None
-    if not plan.keep_rows:
-        data.ops = data.comm = None
+        step_ids = _step_ids([ops, steps])
+        if step_ids:  # a rank without step ids is kept whole
+            ops = ops[in_ranges(ops["step"], plan.steps)].reset_index(drop=True)
+            steps, comm = _chosen(steps, plan.steps), _chosen(comm, plan.steps)
+    framework, note = framework_of(data, ops)
+    return RankResult(
+        data.source, data.format, data.rank, data.info, data.warnings, steps,
+        _kept(ops, plan), _kept(comm, plan), summary=summarize(ops, comm, plan.max_samples),
+        kernel_steps=step_breakdown_from_kernels(ops) if steps is None and len(ops) else None,
+        outside_steps=outside, has_comm=comm is not None, step_ids=step_ids,
+        has_kernels=has_kernels, step_spans=spans, framework=framework, framework_note=note)
 
 
-def _stackable(data: RankData, plan: RankPlan) -> bool:
+def _stackable(data: RankData, plan: RankPlan) -> tuple[bool, RankData, str]:
     """A small rank with its own step figures and no host links: reduced in a stack.
 
-    The links are looked for here (and kept for its own reduce when found), since a
-    rank's framework table needs its own rows.
+    The links are looked for here (and handed on for its own reduce when found), since a
+    rank's framework table needs its own rows. Returns whether to stack, the rank, and
+    why it has no framework table.
     """
     rows = len(data.ops)
     if not 0 < rows <= min(STACK_RANK_ROWS, plan.max_samples or STACK_RANK_ROWS) or \
             data.steps is None or data.links is not None:
-        return False
+        return False, data, ""
     links, note = host_links_of(data)
     if links is not None:
-        data.links = links
-        return False
-    data.framework, data.framework_note = None, note
-    return True
+        return False, replace(data, links=links), ""
+    return True, data, note
 
 
-def reduce_ranks(datas: Iterable[RankData], plan: RankPlan) -> None:
-    """``reduce_kernels`` of every rank, the small ones stacked (in place).
+def reduce_ranks(datas: Iterable[RankData], plan: RankPlan) -> list[RankResult]:
+    """``reduce_kernels`` of every rank, the small ones stacked; results in input order.
 
     ``datas`` may be read as it is consumed: a large rank is reduced (and its rows
     dropped) before the next is read.
     """
-    stack: list[RankData] = []
+    results: dict[int, RankResult] = {}
+    stack: list[tuple[int, RankData, str]] = []
     rows = 0
-    for data in datas:
-        if _stackable(data, plan):
-            stack.append(data)
+    for number, data in enumerate(datas):
+        stackable, data, note = _stackable(data, plan)
+        if stackable:
+            stack.append((number, data, note))
             rows += len(data.ops)
             if rows >= STACK_ROWS:
-                _reduce_stack(stack, plan)
+                results.update(_reduce_stack(stack, plan))
                 stack, rows = [], 0
         else:
-            reduce_kernels(data, plan)
+            results[number] = reduce_kernels(data, plan)
     if stack:
-        _reduce_stack(stack, plan)
+        results.update(_reduce_stack(stack, plan))
+    return [results[number] for number in sorted(results)]
 
 
 def _bounds(keys: np.ndarray, count: int) -> np.ndarray:
@@ -203,22 +249,22 @@ def _bounds(keys: np.ndarray, count: int) -> np.ndarray:
     return np.searchsorted(keys, np.arange(count + 1), side="left")
 
 
-def _reduce_stack(datas: list[RankData], plan: RankPlan) -> None:
+def _reduce_stack(stack: list[tuple[int, RankData, str]], plan: RankPlan
+                  ) -> dict[int, RankResult]:
     """Reduce small ranks as one stack, then give each rank its share.
 
-    No rank's rows are touched before the stack's canonical rows pass the schema: when
-    they fail, every rank is reduced alone, so the error is the one the failing rank
-    raises by itself.
+    ``stack`` holds (position, rank, why it has no framework table). No rank's rows are
+    touched before the stack's canonical rows pass the schema: when they fail, every rank
+    is reduced alone, so the error is the one the failing rank raises by itself.
     """
+    datas = [data for _, data, _ in stack]
     lengths = np.array([len(d.ops) for d in datas])
     slot = np.repeat(np.arange(len(datas), dtype=np.int64), lengths)
     try:
         ops = normalize_ops(concat_frames(d.ops for d in datas), plan.vocab, slot)
         validate(ops)
     except CannDiffError:
-        for data in datas:
-            reduce_kernels(data, plan)
-        return
+        return {number: reduce_kernels(data, plan) for number, data, _ in stack}
     first_rows = _first_rows(ops, slot)
     outside = ops["step"].isna().to_numpy()
     dropped = np.zeros(len(datas), dtype=np.int64)
@@ -228,15 +274,32 @@ def _reduce_stack(datas: list[RankData], plan: RankPlan) -> None:
         keep = ~(outside & (dropped > 0)[slot])
         ops, slot = ops[keep].reset_index(drop=True), slot[keep]
     span_slot, span_step, span_start, span_end = _spans(*_span_inputs(ops, slot))
+    chosen = [_Chosen(d.steps, d.comm, ()) for d in datas]
     if plan.steps:
-        ops, slot = _keep_stacked_steps(datas, ops, slot, span_slot, span_step, plan.steps)
-    comm = concat_ranks([d.comm for d in datas], range(len(datas)))
+        ops, slot, chosen = _keep_stacked_steps(datas, ops, slot, span_slot, span_step,
+                                                plan.steps)
+    comm = concat_ranks([c.comm for c in chosen], range(len(datas)))
     summary = _in_rank_order(summarize(ops, comm if len(comm.columns) else None), first_rows)
-    _share_out(datas, plan, ops, slot, summary, dropped)
     spans = _bounds(span_slot, len(datas))
-    for number, data in enumerate(datas):
-        cut = slice(spans[number], spans[number + 1])
-        data.step_spans = _span_frame(span_step[cut], span_start[cut], span_end[cut])
+    step_spans = [_span_frame(span_step[spans[n]:spans[n + 1]],
+                              span_start[spans[n]:spans[n + 1]],
+                              span_end[spans[n]:spans[n + 1]]) for n in range(len(datas))]
+    shares = _share_out(datas, plan, ops, slot, summary)
+    return {number: RankResult(
+        data.source, data.format, data.rank, data.info, data.warnings, chosen[n].steps,
+        _kept(rows, plan), _kept(chosen[n].comm, plan), share=share,
+        outside_steps=int(dropped[n]), has_comm=chosen[n].comm is not None,
+        step_ids=chosen[n].step_ids, step_spans=step_spans[n], framework_note=note)
+        for n, ((number, data, note), (share, rows)) in enumerate(zip(stack, shares))}
+
+
+@dataclass(frozen=True)
+class _Chosen:
+    """A stacked rank's step figures and communication of the chosen steps."""
+
+    steps: pd.DataFrame | None
+    comm: pd.DataFrame | None
+    step_ids: tuple[int, ...]
 
 
 # The summary key's columns whose categories come in the order each value first appears
@@ -293,24 +356,24 @@ def _in_rank_order(summary: RunSummary, first: FirstRows) -> RunSummary:
 
 def _keep_stacked_steps(datas: list[RankData], ops: pd.DataFrame, slot: np.ndarray,
                         span_slot: np.ndarray, span_step: np.ndarray, ranges: StepRanges
-                        ) -> tuple[pd.DataFrame, np.ndarray]:
-    """``_keep_steps`` of every stacked rank: the rows of the chosen steps, per rank."""
+                        ) -> tuple[pd.DataFrame, np.ndarray, list[_Chosen]]:
+    """The chosen steps' rows of every stacked rank; a rank without step ids is kept whole."""
     has_ids = np.zeros(len(datas), dtype=bool)
     bounds = _bounds(span_slot, len(datas))
+    chosen = []
     for number, data in enumerate(datas):
         kernel_ids = span_step[bounds[number]:bounds[number + 1]]
-        data.step_ids = tuple(sorted({int(s) for s in kernel_ids} |
-                                     set(_step_ids([data.steps]))))
-        has_ids[number] = bool(data.step_ids)
-        if data.step_ids:
-            _keep_steps_beside(data, ranges)
+        step_ids = tuple(sorted({int(s) for s in kernel_ids} | set(_step_ids([data.steps]))))
+        has_ids[number] = bool(step_ids)
+        chosen.append(_Chosen(_chosen(data.steps, ranges), _chosen(data.comm, ranges),
+                              step_ids) if step_ids else _Chosen(data.steps, data.comm, ()))
     keep = in_ranges(ops["step"], ranges) | ~has_ids[slot]
-    return ops[keep].reset_index(drop=True), slot[keep]
+    return ops[keep].reset_index(drop=True), slot[keep], chosen
 
 
 def _share_out(datas: list[RankData], plan: RankPlan, ops: pd.DataFrame, slot: np.ndarray,
-               summary: RunSummary, dropped: np.ndarray) -> None:
-    """Give each rank its share of the stack's summary (keyed by slot first)."""
+               summary: RunSummary) -> list[tuple[StackShare, pd.DataFrame | None]]:
+    """Each rank's share of the stack's summary (keyed by slot first), and its rows."""
     table = summary.ops
     # Samples come in kernel order, so their slots ascend though their rows do not.
     sample_slots = table["rank"].to_numpy()[summary.samples["row"].to_numpy()]
@@ -321,17 +384,11 @@ def _share_out(datas: list[RankData], plan: RankPlan, ops: pd.DataFrame, slot: n
     kernel_rows = _bounds(slot, len(datas))
     if plan.keep_rows:
         ops["rank"] = 0  # the real id is known once every rank is read (_assign_ranks)
-    for number, data in enumerate(datas):
-        data.summary, data.share = None, StackShare(stack, number)
-        data.has_kernels, data.outside_steps = True, int(dropped[number])
-        data.has_comm = data.comm is not None
-        if plan.keep_rows:
-            data.ops = ops.iloc[kernel_rows[number]:kernel_rows[number + 1]
-                                ].reset_index(drop=True)
-        else:
-            data.ops = data.comm = None
+    return [(StackShare(stack, number),
+             ops.iloc[kernel_rows[number]:kernel_rows[number + 1]].reset_index(drop=True)
+             if plan.keep_rows else None) for number in range(len(datas))]
 
 
-def summary_of(data: RankData) -> RunSummary | None:
+def summary_of(data: RankResult) -> RunSummary | None:
     """A rank's own summary, cut from its stack when it was reduced in one."""
     return data.share.summary() if data.share is not None else data.summary
