@@ -1,6 +1,6 @@
 """One error hierarchy; every error carries its exit code, and the CLI catches it at one site.
 
-Exit codes (DESIGN.md "Exit codes"): 0 report written, 1 ``--fail-on-regression`` gate
+Exit codes (docs/design.md "Exit codes"): 0 report written, 1 ``--fail-on-regression`` gate
 failed, 2 bad input or usage, 3 internal error (a bug), 130 SIGINT, 143 SIGTERM. A CI gate
 reads 1 as "regression", so nothing but the gate may exit 1.
 """

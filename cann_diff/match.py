@@ -1,6 +1,6 @@
 """Match stage: pair the operators of two runs by canonical type and input shapes.
 
-The ladder (DESIGN.md "Canonical operators"), each rung over the groups the rungs above
+The ladder (docs/design.md "Canonical operators"), each rung over the groups the rungs above
 left unpaired:
 
 1. ``exact`` — same ``op_type`` and ``input_shapes``;

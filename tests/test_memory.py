@@ -25,7 +25,7 @@ from cann_diff.compare import memory
 from cann_diff.errors import InputError, SchemaError
 from cann_diff.read import read_memory
 from cann_diff.render.charts import draw_memory_chart
-from cann_diff.render.memory import render_memory_markdown
+from cann_diff.render.markdown import render_memory_markdown
 from cann_diff.schema import MAX_POINTS
 from cann_diff.settings import Thresholds
 

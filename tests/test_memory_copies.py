@@ -22,7 +22,7 @@ from cann_diff.compare import memory
 from cann_diff.compare.memory import copy_summary
 from cann_diff.read import read_memory
 from cann_diff.read.reduce.summary import summarize_ops
-from cann_diff.render.memory import render_memory_markdown
+from cann_diff.render.markdown import render_memory_markdown
 from cann_diff.schema import conform_ops
 from cann_diff.vocab.names import copy_direction
 

@@ -1,9 +1,10 @@
 """Communication per type and per group, base vs new (µs per step and rank).
 
 communication.json splits an op's elapsed time into transit, wait and idle:
-elapse = transit + wait + idle, synchronization being part of wait. Every real file in
-shared/realdata satisfies it to float rounding, so the three parts are reported side by
-side (``base_transit_us``, ``base_wait_us``, ``base_idle_us`` and their ``new_`` twins).
+elapse = transit + wait + idle, synchronization being part of wait. Every real file of
+the public test data we checked satisfies it to float rounding, so the three parts are
+reported side by side (``base_transit_us``, ``base_wait_us``, ``base_idle_us`` and their
+``new_`` twins).
 """
 
 from __future__ import annotations

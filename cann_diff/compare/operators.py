@@ -144,7 +144,7 @@ def _effects(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _statuses(table: pd.DataFrame, thresholds: Thresholds) -> tuple[np.ndarray, np.ndarray]:
-    """Status per key (DESIGN.md "Status rules") and the below-threshold flag."""
+    """Status per key (docs/design.md "Status rules") and the below-threshold flag."""
     change = table["instance_change_pct"].to_numpy(dtype=float)
     significant = table["significant"].to_numpy(dtype=bool)
     big = np.nan_to_num(np.abs(change), nan=0.0) >= thresholds.threshold_pct

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from .. import format as fmt
 
-# Every finding id the report can carry, with when it is raised (DESIGN.md "Finding ids").
+# Every finding id the report can carry, with when it is raised (docs/design.md "Finding ids").
 FINDING_IDS = {
     "comm-hides-compute": "computing fell, exposed communication rose, the step gained less",
     "mc2-split": "a fused MC2 op in base runs as its split equivalent in new",

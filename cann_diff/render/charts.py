@@ -29,7 +29,7 @@ from matplotlib.ticker import StrMethodFormatter  # noqa: E402
 
 from ..report.model import Memory, OperatorRow, RankRow, Report, Summary  # noqa: E402
 from .files import write_atomic  # noqa: E402
-from .memory import has_timeline  # noqa: E402
+from .memory_section import has_timeline  # noqa: E402
 
 DPI = 100
 SIZE = (9, 4.5)

@@ -28,7 +28,7 @@ from .document import (
     inline,
     strong,
 )
-from .memory import memory_blocks
+from .memory_section import memory_blocks
 from .provenance import provenance_blocks, ranks_text
 
 BREAKDOWN_ROWS = (("computing", "Computing"),

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from tabulate import tabulate
 
-from ..report import Report
+from ..report.model import Memory, Report
 from .content import BREAKDOWN_ROWS, OP_HEADERS
 from .document import (
     Block,
@@ -28,8 +28,10 @@ from .document import (
     Table,
     Warnings,
 )
+from .memory_section import memory_blocks
 
-__all__ = ["BREAKDOWN_ROWS", "OP_HEADERS", "escape", "render_markdown", "to_markdown"]
+__all__ = ["BREAKDOWN_ROWS", "OP_HEADERS", "escape", "render_markdown", "render_memory_markdown",
+           "to_markdown"]
 
 _UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")  # may open/close emphasis
 _TAG = re.compile(r"<(?=[A-Za-z/!?])")  # a tag or an autolink; "p < 0.05" is left alone
@@ -132,6 +134,15 @@ def to_markdown(blocks: list[Block], charts: Mapping[str, str] | None = None) ->
     """Blocks as Markdown, one blank line apart; ``charts`` maps chart names to file links."""
     parts = [_block(block, charts or {}) for block in blocks]
     return "\n\n".join(part for part in parts if part is not None) + "\n"
+
+
+def render_memory_markdown(memory: Memory, chart_name: str | None) -> str:
+    """The Markdown "Device memory" section alone; ``chart_name`` is a relative link or None.
+
+    Sizes in MB. Warnings become a bullet list at the end of the section.
+    """
+    charts = {"memory": chart_name} if chart_name else {}
+    return to_markdown(memory_blocks(memory, bool(chart_name)), charts)
 
 
 def render_markdown(report: Report, charts: dict[str, str] | None = None) -> str:

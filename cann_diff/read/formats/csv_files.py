@@ -1,7 +1,7 @@
 """kernel_details.csv / op_summary_*.csv and step_trace_time.csv → canonical frames.
 
 Every quirk of the text export is handled here and nowhere else: header variants
-(FORMATS.md §2, REALDATA.md), ``N/A`` ids, the trailing TAB inside ``Start Time(us)``,
+(docs/formats.md §2, §13), ``N/A`` ids, the trailing TAB inside ``Start Time(us)``,
 triple-quoted shapes, ``Block Dim``/``Block Num``, optional ``Device_id``.
 Files are read with pyarrow's CSV reader, only the needed columns, names as
 dictionary (categorical) columns.

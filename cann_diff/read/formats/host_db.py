@@ -1,7 +1,7 @@
 """The host side of a profiler db: PYTORCH_API ops and nn.Module ranges, CONNECTION_IDS links.
 
 PYTORCH_API.connectionId → CONNECTION_IDS (id → connectionId) → TASK.connectionId or
-COMMUNICATION_OP.connectionId (FORMATS.md §7.2).
+COMMUNICATION_OP.connectionId (docs/formats.md §7.2).
 """
 
 from __future__ import annotations

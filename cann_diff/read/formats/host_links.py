@@ -1,6 +1,6 @@
 """The host side of a trace_view.json (or Kineto trace): torch ops, nn.Module events, flows.
 
-FORMATS.md §3.3, §7.2: flow events ``torch_to_npu`` (cat ``async_npu``; Kineto's ``ac2g``
+docs/formats.md §3.3, §7.2: flow events ``torch_to_npu`` (cat ``async_npu``; Kineto's ``ac2g``
 alike) start on the host thread at the launch and end at the kernel's ``ts``. A LinkScan
 keeps them with the framework ops and nn.Module events in the pass that reads the trace;
 ``host_links`` turns its column lists into HostLinks (threads as codes, times in ns).

@@ -1,6 +1,6 @@
 """A rank result without kernels: what it holds besides them (steps, communication, memory).
 
-In a real CANN 8.3 job (../shared/realdata ``Ascend__msinsight/test/st/level2``) two of
+In a real CANN 8.3 job (Ascend/msinsight's ``test/st/level2`` test data) two of
 the four ranks hold step_trace_time.csv, communication.json and analysis.db but no
 kernel_details.csv (the profiler kept their device data elsewhere); db exports taken with
 ``profile_memory`` alone hold memory tables and no COMPUTE_TASK_INFO. Such a rank still

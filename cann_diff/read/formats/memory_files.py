@@ -20,7 +20,7 @@ stores bytes), times in µs since the Unix epoch as float64 (the db stores ns). 
 keeps 16-digit µs to a fraction of a µs, which is plenty for a memory chart; the kernel
 readers need exact ns, these do not.
 
-Quirks handled here and nowhere else (REALDATA.md, FORMATS.md §10):
+Quirks handled here and nowhere else (docs/formats.md §1.4, §13 items 4-5):
 
 * header variants: ``Total Active(MB)``/``Stream Ptr`` absent before 2024, ``Device_id``
   prepended to npu_module_mem in CANN 8.3, ``Device Type`` vs ``Device``;

@@ -1,6 +1,6 @@
 """msprof (CANN) ``PROF_*`` directories: op_summary slices, db or timeline slices.
 
-Layouts (FORMATS.md §1.1, §6; REALDATA.md)::
+Layouts (docs/formats.md §1.1, §6, §13)::
 
     PROF_<n>_<timestamp>_<id>/
         host/info.json   device_<id>/info.json.<id>
@@ -8,7 +8,7 @@ Layouts (FORMATS.md §1.1, §6; REALDATA.md)::
         device_<id>/summary/op_summary_*.csv         (older exports)
         device_<id>/timeline/msprof_*.json           (2023 era: timeline slices only)
 
-Sources are tried in FORMATS.md §12 order: db with COMPUTE_TASK_INFO, op_summary
+Sources are tried in the order of docs/formats.md §12: db with COMPUTE_TASK_INFO, op_summary
 slices (all concatenated), then timeline slices. msprof has no framework steps, so
 the whole capture is one unit (step <NA>) unless op_summary carries a Step Id.
 """

@@ -1,8 +1,8 @@
 """Provenance: which software stack, devices and host each run was collected on, and when.
 
 A reviewer of an upgrade ticket asks first which CANN, torch_npu, driver and device each
-side ran. The profile records some of it, spread over several files (FORMATS.md §1.2,
-§7; REALDATA.md items 6, 7, 10):
+side ran. The profile records some of it, spread over several files (docs/formats.md §1.2,
+§7, §13 items 6, 7, 10):
 
 ================  ===========================================================================
 fact              where it is recorded (first found wins)

@@ -1,6 +1,6 @@
 """torch_npu / MindSpore db export: ``ascend_{pytorch,mindspore}_profiler_<rank>.db``.
 
-Layout (FORMATS.md §7, §8)::
+Layout (docs/formats.md §7, §8)::
 
     <worker>_<timestamp>_ascend_pt|_ascend_ms/
         profiler_info_<rank>.json
@@ -212,7 +212,7 @@ def is_rank_dir(path: Path) -> bool:
     """True for a rank result holding a profiler db (or a db file).
 
     A db without COMPUTE_TASK_INFO gives way to a kernel_details.csv beside it
-    (FORMATS.md §12 priority 1 applies only when the db has kernels).
+    (docs/formats.md §12 priority 1 applies only when the db has kernels).
     """
     db = find_db(path)
     if db is None:
@@ -342,7 +342,7 @@ def _to_ops(frames: list[pd.DataFrame | None], windows: pd.DataFrame,
 def _unit_factor(stage: pd.Series, spans_ns: pd.Series) -> float:
     """1000 when StepTraceTime holds ms (as documented), 1 when it already holds µs.
 
-    The documented unit is ms (FORMATS.md §7.3), yet the real MindStudio Insight
+    The documented unit is ms (docs/formats.md §7.3), yet the real MindStudio Insight
     exports store µs (§4 "Observed otherwise"). The stage of a step is at most its
     span, so compare the stored figure with the span in ms: a ratio near 1 means
     ms, near 1000 means µs; the geometric middle (≈31.6) splits the two.

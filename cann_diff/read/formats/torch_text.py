@@ -1,6 +1,6 @@
 """torch_npu (Ascend PyTorch Profiler) text export: a ``*_ascend_pt`` directory.
 
-Layout (FORMATS.md §1.1)::
+Layout (docs/formats.md §1.1)::
 
     <worker>_<timestamp>_ascend_pt/
         profiler_info_<rank>.json

@@ -1,6 +1,6 @@
 """trace_view.json without kernel_details.csv, msprof timeline slices and GPU Kineto traces.
 
-Ascend traces (FORMATS.md §3): device tasks are the ``X`` events of the process
+Ascend traces (docs/formats.md §3): device tasks are the ``X`` events of the process
 named ``Ascend Hardware``; large communication ops are the op-level events of the
 ``HCCL`` (older) or ``Communication`` (current msprof) process, i.e. those not on
 a ``Plane n`` task thread. Processes are identified by their ``process_name``

@@ -18,7 +18,7 @@ from ...schema import STAGE_FIELDS
 from ...settings import DEFAULT_LIMITS
 from .files import shown
 
-# msprof CHIP_TABLE: info.json ``platform_version`` -> chip (FORMATS.md §1.2).
+# msprof CHIP_TABLE: info.json ``platform_version`` -> chip (docs/formats.md §1.2).
 CHIP_TABLE = {"0": "Ascend310", "1": "Ascend910A", "4": "Ascend310P", "5": "Ascend910B",
               "7": "Ascend310B", "15": "Ascend950"}
 
@@ -35,7 +35,7 @@ def assign_steps(start_ns: np.ndarray, step_ids: np.ndarray, step_start: np.ndar
     """Step id of every start time (ns) from step windows ``[start, end]`` (ns).
 
     Returns an Int64 array, <NA> where a start falls in no window, which is how
-    kernel_details.csv leaves such rows (FORMATS.md §2.1). Windows are assumed
+    kernel_details.csv leaves such rows (docs/formats.md §2.1). Windows are assumed
     not to overlap (profiler steps are consecutive).
     """
     start_ns = np.asarray(start_ns, dtype=np.int64)

@@ -19,7 +19,7 @@ gap between them included). Peaks and the timeline are computed after that selec
 The clocks agree: ``Timestamp(us)`` of memory_record.csv / npu_module_mem.csv, the ``ts``
 of trace_view.json's HBM counters and the kernels' ``Start Time(us)`` are all µs of local
 Unix time (the profiler converts the device's cycle counter to host time), and so are the
-db's ``timestampNs``. Measured on real exports (../shared/realdata, one step each):
+db's ``timestampNs``. Measured on real exports (Ascend/msinsight's public test data, one step each):
 
 * MI-2025 text/level1 rank 0 — kernels 1736408883704643 … 1736408883841224 µs (136.6 ms).
   Its PTA allocator samples start 10.4 ms *before* the first kernel (the host allocates

@@ -1,7 +1,7 @@
 """Framework operators: every kernel attributed to the host operator that launched it.
 
 Between two CANN stacks most kernels change name or signature; the framework operators
-(``aten::…``) keep theirs. Where a profile links host to device (FORMATS.md §3.3, §7.2):
+(``aten::…``) keep theirs. Where a profile links host to device (docs/formats.md §3.3, §7.2):
 
 * trace_view.json (and Kineto traces): flow events ``torch_to_npu`` (cat ``async_npu``;
   Kineto's ``ac2g`` alike) start on the host thread at the launch and end at the kernel's

@@ -1,8 +1,8 @@
 """The device-memory section of the report, as document blocks (``document.py``).
 
 It reads the report's ``Memory`` section and does no arithmetic beyond formatting; the
-chart is drawn in ``render/charts.py``. ``render_memory_markdown`` gives the section as
-Markdown on its own.
+chart is drawn in ``render/charts.py``. ``markdown.render_memory_markdown`` gives the
+section as Markdown on its own.
 """
 
 from __future__ import annotations
@@ -199,14 +199,3 @@ def memory_blocks(comparison: Memory, chart: bool) -> list[Block]:
         blocks += [Paragraph(inline("Notes:")),
                    Bullets(tuple(inline(_name(w.text)) for w in comparison.warnings))]
     return blocks
-
-
-def render_memory_markdown(comparison: Memory, chart_name: str | None) -> str:
-    """Return the Markdown "Device memory" section; ``chart_name`` is a relative link or None.
-
-    Sizes in MB. Warnings become a bullet list at the end of the section.
-    """
-    from .markdown import to_markdown
-
-    charts = {"memory": chart_name} if chart_name else {}
-    return to_markdown(memory_blocks(comparison, bool(chart_name)), charts)
