@@ -68,7 +68,7 @@ def parse_steps(spec: str) -> list[tuple[int | None, int | None]]:
     return ranges
 
 
-def _summary(report, out_dir: Path) -> str:
+def _screen(report, out_dir: Path) -> str:
     s = report.step
     lines = [report.headline, "",
              f"step  {fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms  "
@@ -284,7 +284,7 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
     if not quiet:
         _warn(reports)
     if len(results) == 1:
-        click.echo(_summary(reports[0], out_dir or out))
+        click.echo(_screen(reports[0], out_dir or out))
     else:
         click.echo(_candidates_summary(results, names, out_dir or out))
     slow = [r.report.new.label for r, f in zip(results, failed) if f]
@@ -331,21 +331,21 @@ def _warn(reports) -> None:
 def _write_candidates(results, names: list[str], failed: list[bool] | None,
                       gate: float | None, stage: Path, charts: bool, html: bool) -> None:
     """Each pairwise report in its own directory, the summary beside them."""
-    from .render.summary import write_summary
-    from .report import build_summary
+    from .render.candidates import write_candidates_summary
+    from .report import build_candidates_summary
 
     for result, name in zip(results, names):
         (stage / name).mkdir()
         _write_report(result, stage / name, charts, html)
-    summary = build_summary([r.report for r in results], names,
+    summary = build_candidates_summary([r.report for r in results], names,
                             failed or [None] * len(results), gate)
-    write_summary(summary, stage, charts, html)
+    write_candidates_summary(summary, stage, charts, html)
 
 
 def _candidates_summary(results, names: list[str], out_dir: Path) -> str:
-    from .report import build_summary
+    from .report import build_candidates_summary
 
-    summary = build_summary([r.report for r in results], names, [None] * len(results))
+    summary = build_candidates_summary([r.report for r in results], names, [None] * len(results))
     lines = [summary.verdict, ""]
     for candidate in summary.candidates:
         s = candidate.step

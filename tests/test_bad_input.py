@@ -154,6 +154,7 @@ def good(tmp_path) -> Path:
     return Path(shutil.copytree(LEVEL1, tmp_path / "good" / "rank0_ascend_pt"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("side", ["base", "new"])
 @pytest.mark.parametrize("breaker, needles", BROKEN)
 def test_broken_file_is_one_line_exit_2(breaker, needles, side, good, tmp_path):
@@ -247,6 +248,7 @@ def test_missing_communication_json_is_a_warning_in_report_md(good, tmp_path):
     assert not any("communication.json" in w for w in report["base"]["warnings"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pair", ["real-level1-vs-level2", "examples"])
 def test_inputs_are_byte_identical_after_a_run(pair, tmp_path):
     if pair == "examples":
@@ -260,6 +262,7 @@ def test_inputs_are_byte_identical_after_a_run(pair, tmp_path):
     assert {p: snapshot(p) for p in (base, new)} == before
 
 
+@pytest.mark.slow
 def test_unrelated_files_in_the_output_dir_survive(good, tmp_path):
     new = Path(shutil.copytree(LEVEL2, tmp_path / "new" / "rank0_ascend_pt"))
     out = tmp_path / "out"

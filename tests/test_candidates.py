@@ -52,6 +52,7 @@ def three(tmp_path_factory):
     return result, out
 
 
+@pytest.mark.slow
 def test_gate_fails_naming_the_split_candidate(three):
     result, _ = three
     assert result.exit_code == 1, result.output
@@ -106,6 +107,7 @@ def test_summary_markdown_tells_the_verdict_across_candidates(three):
     assert (out / "candidates_step.png").is_file()
 
 
+@pytest.mark.slow
 def test_labels_name_base_and_every_candidate(tmp_path, three):
     _, out = three
     root = out.parent
@@ -119,6 +121,7 @@ def test_labels_name_base_and_every_candidate(tmp_path, three):
     assert (tmp_path / "o" / "7.0.1.3_vs_8.0.RC2" / "report.md").is_file()
 
 
+@pytest.mark.slow
 def test_a_run_against_itself_is_told_apart_by_its_side(tmp_path, three):
     # Same path, same CANN version: only the side can tell them apart; with one candidate
     # it is "new", as everywhere else in the report, and numbered only among several.

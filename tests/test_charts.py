@@ -59,6 +59,7 @@ def legend_outside(fig, ax) -> bool:
 # --------------------------------------------------------------------------- waterfall
 
 
+@pytest.mark.slow
 def test_waterfall_starts_at_zero_and_labels_sit_on_their_bars(example):
     fig = charts.waterfall_figure(example)
     ax = fig.axes[0]
@@ -131,6 +132,7 @@ def test_rank_steps_legend_is_outside_the_bars(example):
     assert legend_outside(fig, fig.axes[0])
 
 
+@pytest.mark.slow
 def test_disjoint_rank_sets_draw_no_heatmap_and_say_why(tmp_path):
     schedule = [aclnn("MatMulV3", 100.0, "8,8;8,8")]
     base = write_profile(tmp_path, "base", schedule, ranks=(0,)).path
@@ -157,6 +159,7 @@ def test_memory_axis_starts_at_zero():
     assert fig.axes[0].get_ylim()[0] == 0
 
 
+@pytest.mark.slow
 def test_gpu_traces_have_no_empty_memory_table_or_chart(tmp_path):
     # HTA's trace_compare pair: memcpy kernels (so a copies table) but no memory samples.
     hta = DATA / "formats" / "hta"
@@ -185,6 +188,7 @@ def test_every_chart_uses_the_colour_blind_safe_palette(example, name):
     assert used <= OKABE_ITO | GREYS, used - OKABE_ITO - GREYS
 
 
+@pytest.mark.slow
 def test_charts_are_deterministic(example, tmp_path):
     first = charts.draw_top_movers(example, tmp_path / "a.png").read_bytes()
     again = charts.draw_top_movers(example, tmp_path / "b.png").read_bytes()
@@ -222,6 +226,7 @@ def test_compute_families_sum_each_group_and_keep_the_table_order():
     assert table["base_total_us"].sum() == pytest.approx(295.0)
 
 
+@pytest.mark.slow
 def test_the_report_carries_the_families_and_both_formats_show_them(example, tmp_path):
     families = {f.family: f for f in example.families}
     # The example's MatmulAllReduce (8 per step, 5.11 ms) is fused in base only.

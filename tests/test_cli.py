@@ -15,6 +15,7 @@ def run(args):
     return CliRunner().invoke(main, [str(a) for a in args])
 
 
+@pytest.mark.slow
 def test_example_pair_writes_report_and_verdict(tmp_path):
     out = tmp_path / "out"
     result = run([EXAMPLES / "cann7.0.1.3", EXAMPLES / "cann8.0.RC2", "-o", out, "-q"])
@@ -67,6 +68,7 @@ def test_version_is_the_projects():
     assert cann_diff.__version__ == declared
 
 
+@pytest.mark.slow
 def test_public_names_are_the_functions_even_after_their_submodules_load():
     # cann_diff.match and cann_diff.compare are also submodules: importing them must not
     # turn ``from cann_diff import match`` into the module.

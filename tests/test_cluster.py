@@ -40,6 +40,7 @@ def runs(tmp_path_factory):
     return {"base": base, "slow": slow, "even": even, "fewer": fewer}
 
 
+@pytest.mark.slow
 def test_all_ranks_read_and_per_rank_table(runs):
     result = diff(runs["base"], runs["slow"])
     ranks = result.comparison.ranks
@@ -49,6 +50,7 @@ def test_all_ranks_read_and_per_rank_table(runs):
     assert delta.drop(5).abs().max() == pytest.approx(0.0, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_slow_rank_is_named(runs):
     findings = diff(runs["base"], runs["slow"]).report.to_dict()["findings"]
     slow = [f for f in findings if f["id"] == "slow-rank"]
@@ -56,11 +58,13 @@ def test_slow_rank_is_named(runs):
     assert "Rank 5" in slow[0]["title"]
 
 
+@pytest.mark.slow
 def test_no_slow_rank_when_ranks_are_even(runs):
     findings = diff(runs["base"], runs["even"]).report.to_dict()["findings"]
     assert not [f for f in findings if f["id"] == "slow-rank"]
 
 
+@pytest.mark.slow
 def test_mismatched_rank_sets_warn_not_crash(runs):
     result = diff(runs["base"], runs["fewer"])
     assert any("rank sets differ" in w for w in result.report.warnings)
@@ -74,6 +78,7 @@ def test_jobs_give_the_same_numbers(runs):
     assert one.steps.equals(two.steps)
 
 
+@pytest.mark.slow
 def test_report_has_rank_charts_and_section(runs, tmp_path):
     out = tmp_path / "out"
     result = CliRunner().invoke(main, [str(runs["base"]), str(runs["slow"]), "-o", str(out),
@@ -90,6 +95,7 @@ def test_report_has_rank_charts_and_section(runs, tmp_path):
     assert table.drop(5)["delta_stage_us"].abs().max() == pytest.approx(0.0, abs=1e-3)
 
 
+@pytest.mark.slow
 def test_markdown_shows_top_ranks_and_points_to_the_csv(runs, tmp_path):
     out = tmp_path / "out"
     result = CliRunner().invoke(main, [str(runs["base"]), str(runs["slow"]), "-o", str(out),
@@ -108,6 +114,7 @@ def test_markdown_shows_top_ranks_and_points_to_the_csv(runs, tmp_path):
     assert pd.read_csv(out / "ranks.csv")["rank"].tolist() == [0]
 
 
+@pytest.mark.slow
 def test_dask_local_cluster_gives_the_same_numbers(runs):
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
@@ -137,6 +144,7 @@ def test_dask_worker_processes_same_report_and_bad_rank_exit_2(runs, tmp_path):
     assert "kernel_details.csv" in result.output and "internal error" not in result.output
 
 
+@pytest.mark.slow
 def test_unreachable_scheduler_is_exit_2(runs):
     pytest.importorskip("distributed")
     result = CliRunner().invoke(main, [str(runs["base"]), str(runs["slow"]), "--scheduler",
@@ -145,6 +153,7 @@ def test_unreachable_scheduler_is_exit_2(runs):
     assert "Dask scheduler" in result.output and "internal error" not in result.output
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_cluster_analysis_output_pair(tmp_path):
     test_data = REALDATA / "Ascend__msinsight/server/src/test/test_data"
@@ -223,6 +232,7 @@ def test_cluster_json_with_wrong_shape_is_exit_2(tmp_path):
     assert "internal error" not in result.output
 
 
+@pytest.mark.slow
 def test_slow_rank_tells_waiting_from_transfer(tmp_path):
     # tests/profiles.py writes communication.json with transit = 0.6 × elapse and wait =
     # 0.3 × elapse. New: rank 5's MatMul is 600 µs slower and every other rank's AllReduce

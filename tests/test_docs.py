@@ -3,6 +3,7 @@
 import json
 import re
 
+import pytest
 from click.testing import CliRunner
 from conftest import ROOT
 
@@ -41,6 +42,7 @@ def test_readme_quotes_the_committed_example_verdict_and_headline():
     assert json.loads(PAIR.read_text())["headline"] in quoted
 
 
+@pytest.mark.slow
 def test_readme_library_example_runs(tmp_path, monkeypatch):
     block = re.search(r"## Library\n\n```python\n(.*?)```", README, re.S).group(1)
     for name in ("baseline", "candidate"):

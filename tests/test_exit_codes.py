@@ -53,6 +53,7 @@ def broken_stage(*args, **kwargs):
     raise ZeroDivisionError("float division by zero\n    in the\tstep breakdown")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module, stage", [(cann_diff.pipeline, "compare"),
                                            (cann_diff.render.markdown, "render_markdown")],
                          ids=["compare", "render_markdown"])
@@ -84,6 +85,7 @@ def test_cann_diff_debug_shows_the_traceback_and_still_exits_3(tmp_path, monkeyp
     assert result.stderr.splitlines()[-1].startswith("cann-diff: internal error: ")
 
 
+@pytest.mark.slow
 def test_a_bug_in_a_real_process_exits_3(tmp_path):
     # The console script path: no CliRunner in between, the exit status the shell sees.
     code = ("import sys, cann_diff.pipeline as p\n"
@@ -154,6 +156,7 @@ def test_one_line_drops_caret_pointers():
 
 # ---------------------------------------------------------------- interrupted: 130 / 143
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
                          ids=["SIGINT", "SIGTERM"])
 def test_a_signal_while_writing_exits_128_plus_it_and_leaves_the_old_report(signum, code,

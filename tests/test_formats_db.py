@@ -46,6 +46,7 @@ def snapshot(folder: Path) -> dict[str, tuple[int, int, str]]:
 # --- real data -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @needs_real
 @pytest.mark.parametrize("level", LEVELS)
 def test_text_and_db_twins_normalize_to_same_operator_keys(level):
@@ -56,6 +57,7 @@ def test_text_and_db_twins_normalize_to_same_operator_keys(level):
     assert key_counts(text.ops, wider) == key_counts(db.ops, wider)
 
 
+@pytest.mark.slow
 @needs_real
 @pytest.mark.parametrize("level", LEVELS)
 def test_db_row_count_equals_tables_and_kernel_details(level):
@@ -74,6 +76,7 @@ def test_db_row_count_equals_tables_and_kernel_details(level):
     assert len(run.ops) == expected == 2 * 191
 
 
+@pytest.mark.slow
 @needs_real
 @pytest.mark.parametrize("level", LEVELS)
 def test_db_step_figures_are_step_trace_time_in_us(level):

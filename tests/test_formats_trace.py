@@ -57,6 +57,7 @@ def trace_only_copy(rank_dir: Path, target: Path) -> Path:
 # --- torch_npu trace_view.json vs its kernel_details.csv -------------------------------
 
 
+@pytest.mark.slow
 @needs_text
 @pytest.mark.parametrize("level", ["level0", "level1", "level2"])
 def test_trace_only_run_has_kernel_details_count_and_start_times(level, tmp_path):
@@ -95,6 +96,7 @@ def kineto_files() -> list[Path]:
     return sorted(HTA.rglob("*.json.gz")) if HTA.exists() else []
 
 
+@pytest.mark.slow
 @needs_hta
 @pytest.mark.parametrize("trace", kineto_files(), ids=lambda p: p.name)
 def test_hta_kineto_traces_read(trace):
@@ -109,6 +111,7 @@ def test_hta_kineto_traces_read(trace):
     assert run.meta.format == "trace_json" and len(run.ops) > 0
 
 
+@pytest.mark.slow
 @needs_hta
 def test_nccl_kernels_become_communication_and_gemm_family_matmul():
     trace = HTA / "nccl_parser_config/nccl_data.json.gz"

@@ -148,6 +148,7 @@ def test_db_level1_table_equals_a_hand_count_of_the_raw_db():
     assert expected["c10d::allreduce_"][0] == 4  # COMMUNICATION_OP rows, by connection id
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_text_and_db_twins_give_the_same_framework_table():
     """text/level1 and db/level1 are two captures of one job (start times 28 min apart).
@@ -176,6 +177,7 @@ def test_text_and_db_twins_give_the_same_framework_table():
     assert "DistributedDataParallel_0/AlexNet_0/Sequential_0/Conv2d_0 (backward)" in modules
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_same_job_compared_with_itself_across_formats_is_unchanged():
     result = diff(MSI / "text/level1", MSI / "db/level1")
@@ -192,6 +194,7 @@ def test_same_job_compared_with_itself_across_formats_is_unchanged():
         result.comparison.framework.modules)
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_level0_exports_carry_the_links_too():
     """Unlike msprof or a cluster summary, torch_npu's Level0 keeps torch ops and flows.
@@ -214,6 +217,7 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_profiles_without_links_give_none_and_a_reason(tmp_path):
     kernels_only = DATA / "realdata/Ascend__msinsight/server/src/test/test_data/test_rank_0"

@@ -157,6 +157,7 @@ def test_partial_split(tmp_path):
     assert group["new_total_us"] == pytest.approx(3200.0)
 
 
+@pytest.mark.slow
 def test_two_ranks_with_noise(tmp_path):
     # Same pair on 2 ranks with 2 % lognormal noise: counts are per step and per rank,
     # the verdict survives noise, and the figures stay near the exact ones.
@@ -368,6 +369,7 @@ def test_all_gather_matmul_split(tmp_path):
     assert "mc2-split" in by_id(report)
 
 
+@pytest.mark.slow
 def test_fusion_map_file_adds_a_fused_op(tmp_path):
     custom = "aclnnMatmulAllToAll_MatmulAllToAll_MatmulAllToAll"
     base = write_profile(tmp_path, "base", [
@@ -398,6 +400,7 @@ def test_fusion_map_file_adds_a_fused_op(tmp_path):
     assert (row["category"], row["fusion"]) == ("mc2", "MatmulAllToAll")
 
 
+@pytest.mark.slow
 def test_library_fusion_map_option(tmp_path):
     """The same map through the library's Options."""
     base = write_profile(tmp_path, "base", [
@@ -412,6 +415,7 @@ def test_library_fusion_map_option(tmp_path):
     assert report["fusion"][0]["paired_by"] == "shapes"
 
 
+@pytest.mark.slow
 def test_two_fused_types_share_the_split_matmuls_without_double_claims(tmp_path):
     # Base per step: 2 MatmulAllReduce + 2 MatmulAllReduceAddRmsNorm, both on x1;x2 = X.
     # New per step: 3 MatMulV3 (X) and 4 AllReduce. The first group takes 2 of the 3

@@ -225,6 +225,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("copy, relative, mutations", CASES)
 @FUZZ
 @given(data=st.data())

@@ -24,6 +24,7 @@ def run(tmp_path, *args):
     return result, json.loads((tmp_path / "report.json").read_text())
 
 
+@pytest.mark.slow
 def test_a_failed_gate_is_never_unchanged(tmp_path):
     # +8 % is under a 10 % step threshold, but over a 3 % gate: one decision, regressed.
     result, report = run(tmp_path, "--step-threshold", "10", "--fail-on-regression", "3")
@@ -31,12 +32,14 @@ def test_a_failed_gate_is_never_unchanged(tmp_path):
     assert report["step"]["status"] == "regressed"
 
 
+@pytest.mark.slow
 def test_without_a_gate_the_step_threshold_decides(tmp_path):
     result, report = run(tmp_path, "--step-threshold", "10")
     assert result.exit_code == 0
     assert report["step"]["status"] == "unchanged"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gate, code", [("8.5", 0), ("7.5", 1)])
 def test_the_gate_compares_the_step_change_with_pct(tmp_path, gate, code):
     result, report = run(tmp_path, "--fail-on-regression", gate)

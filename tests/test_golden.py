@@ -76,6 +76,7 @@ def level_result():
                     Options(base_label="level1", new_label="level2"))
 
 
+@pytest.mark.slow
 def test_example_report_md(example_result):
     assert_golden("example", render_markdown(example_result.report, CHARTS))
 
@@ -97,6 +98,7 @@ def test_committed_example_report_is_the_golden(example_result):
     assert f"run as `{invocation.command}` on {invocation.date}." in differing[0]
 
 
+@pytest.mark.slow
 def test_no_regression_mi_level1_vs_level2_report_md(level_result):
     assert_golden("no_regression_mi_level1_vs_level2",
                   render_markdown(level_result.report, CHARTS))

@@ -65,6 +65,7 @@ def _pairs(table) -> set[tuple]:
 # ------------------------------------------------------------------- real pairs
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_mi_level1_vs_level2_pairs_its_one_group_by_members():
     groups = {run: {g for _, _, g, _ in _raw_ops(MI / run)} for run in ("level1", "level2")}
@@ -78,6 +79,7 @@ def test_mi_level1_vs_level2_pairs_its_one_group_by_members():
     assert "1 by ranks" in notes[0].text
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_st_rank0_vs_rank2_pairs_every_group_both_stages_have():
     base_ops, new_ops = _raw_ops(ST / "rank_0_ascend_pt"), _raw_ops(ST / "rank_2_ascend_pt")
@@ -113,6 +115,7 @@ def test_cross_stack_world_group_pairs_by_members():
     assert _pairs(table) == {("14972622761537322538", "17522688603477080586", "ranks")}
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_members_are_compared_over_the_ranks_both_runs_read():
     # The 2024 twin has rank 0 only; MI level1 has ranks 0 and 1: on rank 0 both record
@@ -139,6 +142,7 @@ def _hand_sum(ops, field: str, units: int, *, group: str | None = None,
         * 1000.0 / units
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_idle_per_type_and_group_equals_the_raw_sums_mi():
     base, new = load_run(MI / "level1"), load_run(MI / "level2")
@@ -156,6 +160,7 @@ def test_idle_per_type_and_group_equals_the_raw_sums_mi():
         assert parts == pytest.approx(by_type[f"{side}_elapse_us"], rel=1e-9)
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_idle_per_group_equals_the_raw_sums_st():
     raw = {"base": _raw_ops(ST / "rank_0_ascend_pt"), "new": _raw_ops(ST / "rank_2_ascend_pt")}
@@ -214,6 +219,7 @@ def test_groups_pair_by_members_and_a_shared_key_pairs_none(tmp_path):
     assert (world["base_group"], world["new_group"], world["group"]) == ("111", "333", "111")
 
 
+@pytest.mark.slow
 def test_compare_adds_the_pairing_note_to_the_warnings(tmp_path):
     base = _two_rank_run(tmp_path, "base", {0: [("allReduce", "111")],
                                             1: [("allReduce", "111")]})

@@ -134,6 +134,7 @@ def _fifo_in_place(rank: Path, relative: str) -> Path:
     return target
 
 
+@pytest.mark.slow
 @posix_only
 @pytest.mark.parametrize("relative", ["profiler_info_0.json", f"{OUT}/kernel_details.csv",
                                       f"{OUT}/step_trace_time.csv",
@@ -148,6 +149,7 @@ def test_fifo_named_like_a_profile_file_is_refused_not_waited_on(relative, good,
     assert snapshot(bad) == before
 
 
+@pytest.mark.slow
 @posix_only
 def test_fifo_msprof_info_json_is_a_warning_and_the_run_goes_on(tmp_path):
     base = copy_of(VLLM, tmp_path, "base")
@@ -434,6 +436,7 @@ def test_start_times_all_equal_are_refused(good, tmp_path):
                    f"all {len(rows) - 1} rows have the same Start Time(us)")
 
 
+@pytest.mark.slow
 def test_valid_csv_with_a_50_mb_field_is_read(tmp_path):
     bad = copy_of(LEVEL1, tmp_path, "wide")
     rows = rows_of(bad / KERNELS)
@@ -470,6 +473,7 @@ def test_an_input_name_too_long_is_one_line(tmp_path):
     assert result.stderr.count("\n") == 1 and "file name too long" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_fifo_as_fusion_map_is_refused_not_waited_on(tmp_path):
     fifo = tmp_path / "map.json"
     os.mkfifo(fifo)

@@ -91,6 +91,7 @@ def hostile(tmp_path_factory) -> Path:
 # --------------------------------------------------------------------------- one file
 
 
+@pytest.mark.slow
 def test_report_html_is_one_file_with_inline_charts_and_no_network(example):
     page = Page((example / "report.html").read_text("utf-8"))
     images = [attrs for tag, attrs in page.tags if tag == "img"]
@@ -140,12 +141,14 @@ def test_print_styles_are_there(example):
     assert "@media print" in html and "break-inside: avoid" in html
 
 
+@pytest.mark.slow
 def test_no_html_flag_writes_no_html(tmp_path):
     run(EXAMPLES / "cann7.0.1.3", EXAMPLES / "cann8.0.RC2", "-o", tmp_path, "-q",
         "--no-charts", "--no-html")
     assert (tmp_path / "report.md").is_file() and not (tmp_path / "report.html").exists()
 
 
+@pytest.mark.slow
 def test_without_charts_the_html_has_no_images(tmp_path):
     run(EXAMPLES / "cann7.0.1.3", EXAMPLES / "cann8.0.RC2", "-o", tmp_path, "-q",
         "--no-charts")
@@ -156,6 +159,7 @@ def test_without_charts_the_html_has_no_images(tmp_path):
 # --------------------------------------------------------------------------- escaping
 
 
+@pytest.mark.slow
 def test_a_kernel_named_like_markup_is_text_in_the_html(hostile):
     html = (hostile / "report.html").read_text("utf-8")
     page = Page(html)
@@ -267,6 +271,7 @@ window.addEventListener("load", function () {
     return target
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH (Debian: apt-get install "
                                              "chromium): the in-browser check is skipped")
 def test_report_html_in_headless_chromium(example, tmp_path):

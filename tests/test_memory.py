@@ -143,6 +143,7 @@ def png_size(path: Path) -> tuple[int, int]:
 # --------------------------------------------------------------------------- crafted: peaks
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("new_peak, threshold, severity, headline", [
     # 1000 → 1200: +200 MB = +20 % ≥ 2 × 5 % → high
     (1200.0, 5.0, "high", True),
@@ -483,6 +484,7 @@ def test_markdown_escapes_pipes_in_names(tmp_path):
     assert "| a\\|b " in render_memory_markdown(memory_report(base, new), None)
 
 
+@pytest.mark.slow
 def test_chart_is_fixed_size_and_deterministic(tmp_path):
     base, new = crafted_pair(tmp_path, 1200.0)
     result = memory_report(base, new)
@@ -559,6 +561,7 @@ def _rank_outputs(root: Path) -> list[Path]:
                   if (p / "memory_record.csv").is_file())
 
 
+@pytest.mark.slow
 @needs_real
 @pytest.mark.parametrize("base_dir, new_dir", [
     ("test/data/pytorch/text/level1", "test/data/pytorch/text/level2"),
@@ -579,6 +582,7 @@ def test_real_runs_peaks_match_csv(base_dir, new_dir):
     json.dumps(result.to_dict(), allow_nan=False)
 
 
+@pytest.mark.slow
 @needs_real
 def test_real_db_export_matches_sqlite_and_text():
     """db/level1 (db only) vs text/level1: db figures from plain SQL in this test."""

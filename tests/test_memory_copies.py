@@ -311,6 +311,7 @@ def db_hbm_by_hand(path: Path) -> dict[str, list[float]]:
     return out
 
 
+@pytest.mark.slow
 @needs_realdata
 @pytest.mark.parametrize("level", ["level1", "level2"])
 def test_real_hbm_from_trace_view_and_db(level):

@@ -69,6 +69,7 @@ def peaks_of(memory) -> dict[str, tuple]:
 # --------------------------------------------------------------------------- one rank rule
 
 
+@pytest.mark.slow
 def test_duplicate_rank_keeps_the_newest_dir_for_kernels_and_memory(tmp_path):
     # A rerun copied beside the first: both say profiler_info_0.json. The newer directory
     # (by name) is kept, for its kernels (1 kernel) and its memory (APP peak 1000 MB); the
@@ -191,6 +192,7 @@ STEP_RECORDS = [("APP", -500, None, 5000.0), ("APP", 1500, None, 900.0),
 STEP_MODULES = [("APP", 1500, 800.0), ("APP", 20500, 950.0)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ranges, app, allocated, module", [
     (None, 5000.0, 700.0, 950.0),  # every sample
     ([(3, 3)], 1100.0, 500.0, 950.0),  # 20000–21000 µs only
@@ -222,6 +224,7 @@ def test_steps_timeline_starts_at_the_first_kept_sample(tmp_path):
     assert app["reserved_mb"].tolist() == [900.0, 1300.0, 1500.0]
 
 
+@pytest.mark.slow
 def test_steps_reach_memory_through_the_pipeline(tmp_path):
     base = write_rank(tmp_path / "base", "r_ascend_pt", 0, kernels=STEP_KERNELS,
                       records=STEP_RECORDS)
@@ -350,6 +353,7 @@ def test_rank_with_only_analysis_db(tmp_path, stage_unit):
     assert (comm["ops"], comm["elapse_us"], comm["wait_us"]) == (2, 200000.0, 60000.0)
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_cann83_job_against_itself_reports_ranks_0_to_3(tmp_path):
     out = tmp_path / "out"
@@ -389,6 +393,7 @@ def test_dask_timeout_comes_from_settings(tmp_path, monkeypatch):
     assert asked == [("tcp://10.0.0.1:8786", 1.5)]
 
 
+@pytest.mark.slow
 def test_memory_headline_cut_off_comes_from_settings(tmp_path):
     # APP 10000 → 10200 MB: +200 MB is +2 %, under the 5 % threshold and under 1 GB, so
     # no headline by default; with memory_headline_mb = 150 it makes the headline.

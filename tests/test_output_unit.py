@@ -160,6 +160,7 @@ def test_a_second_writer_waits_for_the_lock_then_fails_naming_the_directory(out)
     assert (out / "report.md").read_text() == "after\n"
 
 
+@pytest.mark.slow
 def test_the_cli_gives_up_waiting_with_exit_2_and_one_line(out, monkeypatch):
     monkeypatch.setattr(files, "LOCK_WAIT_S", 0.3)
     before = snapshot(out)
@@ -184,6 +185,7 @@ def reference_report(args: list[Path], out: Path) -> dict[str, str]:
     return snapshot(out)
 
 
+@pytest.mark.slow
 def test_two_writers_to_one_output_never_mix_their_reports(out, tmp_path):
     # Two different reports (the pair and the pair reversed), each first written alone.
     first = reference_report([BASE, NEW], tmp_path / "first")
@@ -231,6 +233,7 @@ def wait_for(condition, process, timeout_s: float = 120) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_a_users_unrelated_files_survive_a_real_run(out):
     before = snapshot(out)
     result = CliRunner().invoke(main, [str(BASE), str(NEW), "-o", str(out), "-q"])

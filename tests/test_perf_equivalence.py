@@ -131,6 +131,7 @@ def _scipy_reference(base_run, new_run, matched, table: pd.DataFrame) -> pd.Seri
                      index=keys)
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_operator_p_values_on_real_profiles_equal_per_key_scipy():
     base = load_run(LEVELS / "level1" / "rank0_ascend_pt", keep_rows=False)
@@ -208,6 +209,7 @@ def test_fast_json_without_orjson(monkeypatch):
         fast_json.loads(b"[1,")
 
 
+@pytest.mark.slow
 def test_the_comparison_does_not_import_scipy_stats(tmp_path):
     # Importing scipy.stats costs more than every per-key test together.
     import subprocess
@@ -223,6 +225,7 @@ def test_the_comparison_does_not_import_scipy_stats(tmp_path):
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_sides_read_in_worker_processes_give_the_same_report(monkeypatch):
     """The process path (forkserver) reads what the in-process path reads."""
     from cann_diff import pipeline
@@ -260,6 +263,7 @@ def _impossible_by_the_rule(start_ns: np.ndarray, dur_us: np.ndarray) -> np.ndar
     return bad
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["plain", "absurd", "ties", "ties-at-cut", "one-instant",
                                   "broken", "absurd-among-the-short"])
 def test_impossible_durations_fast_path_equals_the_rule(case):

@@ -116,6 +116,7 @@ def test_report_json_and_markdown_carry_the_provenance(tmp_path):
 # --------------------------------------------------------------------------- labels
 
 
+@pytest.mark.slow
 def test_same_directory_names_get_the_shortest_suffix_that_differs():
     # Both inputs end in rank0_ascend_pt/ASCEND_PROFILER_OUTPUT: the level directory
     # is the first part that differs.
@@ -150,6 +151,7 @@ def test_given_labels_are_kept(tmp_path):
 # --------------------------------------------------------------------------- invocation
 
 
+@pytest.mark.slow
 def test_cli_records_the_command_line_and_the_date(tmp_path):
     run_dir = write_profile(tmp_path, "run", SCHEDULE).path
     out = tmp_path / "out"
@@ -170,6 +172,7 @@ def test_cli_records_the_command_line_and_the_date(tmp_path):
 # --------------------------------------------------------------------------- real files
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_cann83_text_export():
     meta = load_run(MI / "test/st/level2/rank_0_ascend_pt", keep_rows=False).meta
@@ -192,6 +195,7 @@ def test_cann83_text_export():
     assert "| 0 (world size 4) " in md
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_db_export_device_and_host_from_the_db():
     meta = load_run(MI / "test/data/pytorch/db/level1", keep_rows=False).meta

@@ -82,6 +82,7 @@ def test_stacked_ranks_add_up_to_the_schedule(cluster):
     assert list(run.steps["step"]) == list(STEPS) * len(RANKS)
 
 
+@pytest.mark.slow
 def test_stacked_at_once_equals_each_rank_alone(cluster):
     """The run of all ranks holds, rank by rank, exactly what each rank's own run holds."""
     together = read.load_run(cluster, keep_rows=False)

@@ -79,6 +79,7 @@ def _same_run(a, b) -> None:
             list(b.summary.ops[column].cat.categories)
 
 
+@pytest.mark.slow
 def test_in_order_threads_and_processes_read_the_same(cluster, monkeypatch):
     in_order = read.load_run(cluster, keep_rows=False, jobs=1)
     monkeypatch.setattr(execute, "RANK_PROCESS_MIN", 10**6)  # below it: threads
@@ -90,6 +91,7 @@ def test_in_order_threads_and_processes_read_the_same(cluster, monkeypatch):
     assert _totals(processes)[(5, "MatMulV3")] == (4, 60.0, 0.0)
 
 
+@pytest.mark.slow
 def test_rows_kept_through_worker_processes(cluster, monkeypatch):
     """keep_rows: the canonical rows travel back from the workers, each under its rank."""
     monkeypatch.setattr(execute, "RANK_PROCESS_MIN", 2)
@@ -115,6 +117,7 @@ def test_a_bad_rank_in_a_worker_is_one_error_as_in_order(cluster, tmp_path, monk
     assert "no kernel rows (header only)" in str(spread.value)
 
 
+@pytest.mark.slow
 def test_report_the_same_with_one_job_two_or_four(tmp_path, monkeypatch):
     """Four jobs: each side in a process, its 32 ranks spread over two more (nested pools)."""
     many = range(execute.RANK_PROCESS_MIN)

@@ -92,6 +92,7 @@ def _assert_same(alone, stacked) -> None:
             pd.testing.assert_frame_equal(_text(one.ops), _text(other.ops), check_exact=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("plan", [RankPlan(keep_rows=False), RankPlan(keep_rows=True),
                                   RankPlan(keep_rows=False, steps=[(2, 3)]),
                                   RankPlan(keep_rows=True, steps=[(None, 1)]),
@@ -181,6 +182,7 @@ def test_a_table_read_as_text_gives_what_its_dictionaries_give(cluster, monkeypa
     _assert_same(reduce_ranks(as_dictionaries, plan), as_text)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampled", [False, True], ids=["every duration", "a sample"])
 @pytest.mark.parametrize("order", [[0, 1, 2, 3, 4, 5], [1, 0, 2, 5, 4]],
                          ids=["in slot order", "out of order, a rank left out"])

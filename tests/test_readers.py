@@ -153,6 +153,7 @@ def test_every_header_variant_is_covered():
     assert variants == {"A", "B", "C", "D", "E"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", KERNEL_CASES)
 def test_row_count_equals_csv_data_rows(case, tmp_path):
     _, rows = csv_table(case.csv_path())
@@ -170,6 +171,7 @@ def test_communication_total_equals_hccl_rows(case, tmp_path):
     assert ops["dur_us"].sum() == pytest.approx(math.fsum(comm), rel=1e-12, abs=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", KERNEL_CASES)
 def test_start_ns_duration_and_step_match_csv_exactly(case, tmp_path):
     _, rows = csv_table(case.csv_path())
@@ -183,6 +185,7 @@ def test_start_ns_duration_and_step_match_csv_exactly(case, tmp_path):
     assert sorted(run.ops["dur_us"].tolist()) == pytest.approx(want_dur, rel=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", [p for p in KERNEL_CASES if p.values[0].variant != "D"])
 def test_input_shapes_are_unquoted(case, tmp_path):
     _, rows = csv_table(case.csv_path())
@@ -392,6 +395,7 @@ def test_cann83_parent_dir_reads_the_ranks_that_have_kernels():
     assert (run.ops["rank"] == 2).sum() == len(rows2)
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_cann83_rank0_vs_rank2_report(tmp_path):
     out = tmp_path / "out"
@@ -411,6 +415,7 @@ def test_cann83_rank0_vs_rank2_report(tmp_path):
 
 # ---------------------------------------------------------------- done criterion
 
+@pytest.mark.slow
 def test_cli_level1_vs_level2_report_json(tmp_path):
     """The done criterion: the MI level1 vs level2 pair through the real command."""
     out = tmp_path / "out"

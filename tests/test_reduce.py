@@ -142,6 +142,7 @@ def _blank_step_ids(rank_dir):
         csv.writer(handle, lineterminator="\r\n").writerows(rows)
 
 
+@pytest.mark.slow
 def test_a_rank_without_step_ids_is_left_out_like_rows_outside_steps(tmp_path):
     schedule = [aclnn("MatMulV3", 100.0, "8,8;8,8"), Comm("allReduce", 50.0)]
     built = write_profile(tmp_path, "run", schedule, ranks=(0, 1, 2), steps=(1, 2, 3, 4))
@@ -179,6 +180,7 @@ def pair(tmp_path_factory):
     return base, new
 
 
+@pytest.mark.slow
 def test_sampled_durations_give_the_same_verdicts(pair, monkeypatch):
     exact = diff(*pair)
     sampled = diff(*pair, Options(limits=Limits(sample_budget=400)))
@@ -233,6 +235,7 @@ def test_jobs_and_library_rows_do_not_change_the_summary(pair):
     assert one.steps.equals(two.steps)
 
 
+@pytest.mark.slow
 def test_diff_keeps_no_rows(pair):
     result = diff(*pair, Options(jobs=2))
     assert result.comparison.base.ops is None and result.comparison.new.ops is None

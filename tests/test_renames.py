@@ -102,6 +102,7 @@ def crafted(request, tmp_path_factory):
     return match(base.summary.ops, new.summary.ops), expected
 
 
+@pytest.mark.slow
 def test_every_rename_pairs_on_the_right_rung(crafted):
     matched, expected = crafted
     keys = matched.keys
@@ -168,6 +169,7 @@ def test_match_shapes_rules(shapes, expected):
 # ------------------------------------------------------------------- --alias-map
 
 
+@pytest.mark.slow
 def test_an_alias_map_rename_entry_adds_a_family_and_its_set_aside_inputs(tmp_path):
     user = tmp_path / "aliases.json"
     user.write_text(json.dumps({"Gemm": "MatMul", "FancyOpD": {
@@ -251,6 +253,7 @@ def test_the_real_pair_holds_the_five_renamed_types():
     assert not {"ReduceSumD", "Conv2DBackpropFilterD", "TopKD", "MatMul"} & set(new)
 
 
+@pytest.mark.slow
 def test_the_real_pair_pairs_the_renames_shape_by_shape(real_pair):
     keys = real_pair[2].keys
     renamed = keys[keys["match_kind"] == "renamed"]

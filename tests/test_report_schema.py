@@ -74,6 +74,7 @@ def test_the_schema_is_valid_json_schema_2020_12():
                                               SCHEMA["properties"]["schema"]["description"]}
 
 
+@pytest.mark.slow
 def test_every_key_of_report_json_is_described(reports):
     for data in reports:
         assert schema_errors(data) == []
@@ -102,6 +103,7 @@ def test_additional_keys_from_other_stages_do_not_break_it(reports):
     assert schema_errors(data) == []
 
 
+@pytest.mark.slow
 def test_a_wrong_type_fails_the_test_that_builds_it(reports):
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(ROOT)

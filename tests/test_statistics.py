@@ -209,6 +209,7 @@ def noisy(tmp_path_factory):
     return base, reruns
 
 
+@pytest.mark.slow
 def test_a_run_against_itself(noisy, tmp_path):
     base, _ = noisy
     code, report, md, _ = cli_report(base.path, base.path, tmp_path / "aa",
@@ -223,6 +224,7 @@ def test_a_run_against_itself(noisy, tmp_path):
     assert f"{N_KEYS} operator key(s) unchanged in all" in md
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(1, 6))
 def test_noise_only_rerun_is_all_unchanged(noisy, tmp_path, seed):
     base, reruns = noisy
@@ -238,6 +240,7 @@ def test_noise_only_rerun_is_all_unchanged(noisy, tmp_path, seed):
     assert "No operator improved per instance, significantly" in md
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("factor, op_type, status, finding", [
     (1.25, "FlashAttentionScore", "regressed", "op-regression"),
     (0.75, "SwiGlu", "improved", "op-improvement"),
@@ -260,6 +263,7 @@ def test_injected_change_on_one_operator(noisy, tmp_path, factor, op_type, statu
     assert other not in found
 
 
+@pytest.mark.slow
 def test_report_json_carries_statistics_per_operator_and_step(noisy, tmp_path):
     base, _ = noisy
     schedule = scaled(STEP, 1.25, only=lambda op: getattr(op, "type", "") == "SwiGlu")
@@ -284,6 +288,7 @@ def test_report_json_carries_statistics_per_operator_and_step(noisy, tmp_path):
 # ================================================================ the step gate
 
 
+@pytest.mark.slow
 def test_step_regression_10pct_fails_the_gate(noisy, tmp_path):
     base, _ = noisy
     new = write_profile(tmp_path, "new", scaled(STEP, 1.10), steps=STEPS5, noise=NOISE,
@@ -312,6 +317,7 @@ def one_step(tmp_path_factory):
     return base, plus10, plus3
 
 
+@pytest.mark.slow
 def test_one_step_per_side_threshold_decides_with_footnote(one_step, tmp_path):
     base, plus10, _ = one_step
     code, report, md, _ = cli_report(base.path, plus10.path, tmp_path / "out",
@@ -327,6 +333,7 @@ def test_one_step_per_side_threshold_decides_with_footnote(one_step, tmp_path):
     assert "significance of the step change is unknown" in notes
 
 
+@pytest.mark.slow
 def test_one_step_per_side_small_change_is_unchanged(one_step, tmp_path):
     base, _, plus3 = one_step
     code, report, md, _ = cli_report(base.path, plus3.path, tmp_path / "out",
@@ -345,6 +352,7 @@ def warm_up_schedule(rank: int, step: int):
     return scaled(STEP, 3.0) if step == 1 else STEP
 
 
+@pytest.mark.slow
 def test_steps_option_selects_steps(tmp_path):
     steps = (1, 2, 3, 4, 5, 6)
     base = write_profile(tmp_path, "base", STEP, steps=steps, noise=NOISE, seed=11)
@@ -368,6 +376,7 @@ def test_steps_option_selects_steps(tmp_path):
     assert picked["new"]["steps"] == [2, 3, 5]
 
 
+@pytest.mark.slow
 def test_differing_step_sets_warn(tmp_path):
     base = write_profile(tmp_path, "base", STEP, steps=(1, 2, 3, 4, 5), noise=NOISE, seed=21)
     new = write_profile(tmp_path, "new", STEP, steps=(3, 4, 5, 6, 7), noise=NOISE, seed=22)

@@ -141,6 +141,7 @@ def test_without_orjson_the_standard_parser_gives_the_same(tricky, monkeypatch):
     check_tricky(fast(tricky))
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_real_traces_give_the_links_of_the_full_stream():
     traces = sorted(p for p in REALDATA.rglob("trace_view.json") if p.stat().st_size > 1000)

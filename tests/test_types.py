@@ -13,6 +13,7 @@ api = pytest.importorskip("mypy.api", reason="mypy is a test extra: pip install 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_the_package_type_checks():
     out, err, status = api.run(["--config-file", str(ROOT / "pyproject.toml"),
                                 "--no-error-summary", str(ROOT / "cann_diff")])

@@ -98,6 +98,7 @@ def test_same_count_same_speed_is_unchanged_with_zero_effects(tmp_path):
     assert cast["status"] == "unchanged" and not cast["significant"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("factor, status, below", [
     (1.10, "regressed", False),   # significant and ≥ 5 %
     (1.03, "unchanged", True),    # significant, but under the 5 % threshold
@@ -165,6 +166,7 @@ def test_bigger_micro_batch_is_reshaped_not_slower(tmp_path):
     assert result.comparison.warnings[0].code == "shapes-differ"  # first: it qualifies all
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family, note", [
     # MatMulV3 reshaped: same-shape base share (11448 − 7160)/11448 = 37 %, new
     # 4288 / (11448 + 7160) = 23 %: below half → note.
@@ -213,6 +215,7 @@ def mc2_small_split(tmp_path_factory):
     return base, new
 
 
+@pytest.mark.slow
 def test_step_has_its_own_threshold_and_one_gate(mc2_small_split, tmp_path):
     base, new = mc2_small_split
     built_pct = (new.mean("Stage") / base.mean("Stage") - 1) * 100
@@ -230,6 +233,7 @@ def test_step_has_its_own_threshold_and_one_gate(mc2_small_split, tmp_path):
     assert (code, report["step"]["status"]) == (0, "regressed")
 
 
+@pytest.mark.slow
 def test_a_failing_gate_makes_the_step_regressed(tmp_path):
     # Every kernel +1.5 %, noise σ = 0.5 %: significant, under the 2 % step threshold →
     # unchanged with below_threshold; a 1 % gate fails it, and then the status says so.
@@ -264,6 +268,7 @@ def test_robust_z_by_hand():
     assert robust_z(values, 2.0)[-1] == pytest.approx(85.0)
 
 
+@pytest.mark.slow
 def test_warm_up_both_sides_no_longer_hides_a_regression(tmp_path):
     # Both runs: step 1 is 2.7× the others; new: every op 10 % slower. All 12 steps:
     # Welch's t sits near 1 (one outlier a side); screened: +10 % (just under, the 2 µs
@@ -291,6 +296,7 @@ def test_warm_up_both_sides_no_longer_hides_a_regression(tmp_path):
     assert code == 1
 
 
+@pytest.mark.slow
 def test_a_slow_first_step_on_one_side_is_named_not_hidden(tmp_path):
     # Only new's step 1 is slow (3.4×); steps 2-12 are identical (no noise): all steps
     # give (3.4 + 11)/12 − 1 = +20 % (just under: gaps do not scale); screened: 0 %.
@@ -321,6 +327,7 @@ def test_two_steps_are_never_screened(tmp_path):
     assert diff(base.path, new.path).comparison.step.screened == ()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("steps", [2, 3, 4, 5])
 def test_step_test_is_valid_for_few_steps(steps):
     # A/A with 3 % log-normal step noise: Welch on log step times keeps its false-positive
@@ -361,6 +368,7 @@ def test_a_run_against_itself_has_nothing(noisy_warm, tmp_path):
     assert report["step"]["status"] == "unchanged"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(1, 6))
 def test_noise_rerun_with_warm_up_has_no_finding_and_passes_the_gate(noisy_warm, tmp_path,
                                                                      seed):
@@ -403,6 +411,7 @@ def tp_split(tmp_path_factory):
     return base, new, diff(base.path, new.path)
 
 
+@pytest.mark.slow
 def test_compute_split_rows_by_hand(tp_split):
     base, new, result = tp_split
     split = result.analysis.compute
@@ -417,6 +426,7 @@ def test_compute_split_rows_by_hand(tp_split):
     assert sum(value for _, _, value in split.rows()) == pytest.approx(split.delta_computing_us)
 
 
+@pytest.mark.slow
 def test_mc2_claims_only_the_instances_that_replaced_the_fused_op(tp_split):
     _, _, result = tp_split
     [group] = result.analysis.fusion
@@ -433,6 +443,7 @@ def test_mc2_claims_only_the_instances_that_replaced_the_fused_op(tp_split):
     assert "like-for-like kernels got 0.29 ms faster" in result.report.headline
 
 
+@pytest.mark.slow
 def test_example_compute_split_reconciles():
     result = diff(Path(__file__).parent.parent / "examples/cann7.0.1.3",
                   Path(__file__).parent.parent / "examples/cann8.0.RC2")
@@ -469,6 +480,7 @@ def comm_layer(scale: float, comm_us: float):
             aclnn("FlashAttentionScore", 500 * scale, ATTN, "MIX_AIC")]
 
 
+@pytest.mark.slow
 def test_idle_growth_is_called_idle_with_its_numbers(tmp_path):
     # Compute 15 % faster, exposed AllReduce 4·100 → 4·275 µs per step (same count).
     # Base: transit 60 %, wait 30 %, idle 10 % of 400 µs = 240 / 120 / 40; new: 20 / 25 /
@@ -488,6 +500,7 @@ def test_idle_growth_is_called_idle_with_its_numbers(tmp_path):
             "0.92 ms), from slower operations") in hidden.detail
 
 
+@pytest.mark.slow
 def test_transfer_growth_with_more_operations(tmp_path):
     # Default shares (transit 60 %): 4 → 8 AllReduce of 100 µs per step; transit grows by
     # 4·60 = 240 µs, wait by 120, idle by 40: transfer, from more operations (+4).
@@ -521,6 +534,7 @@ def allreduce_parts(comm_files) -> dict[str, float]:
     return out
 
 
+@pytest.mark.slow
 def test_real_pair_idle_growth_is_called_idle(tmp_path):
     # MI-2023 (2 ranks) vs MI-2025 Level1 rank 0, both copied under tests/data: AllReduce
     # transit fell (5.40 → 3.68 ms per step), wait fell (110.14 → 5.94) and idle grew
@@ -548,6 +562,7 @@ def test_real_pair_idle_growth_is_called_idle(tmp_path):
 # ================================================================ headline: Free growth
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gap, named", [(16.0, True), (4.0, False)])
 def test_headline_names_free_growth_of_a_third_of_the_step(tmp_path, gap, named):
     # New: every kernel +5 % and the launch gap 2 → ``gap`` µs. The builder accounts Free
@@ -570,6 +585,7 @@ def test_headline_names_free_growth_of_a_third_of_the_step(tmp_path, gap, named)
 # ================================================================ real data
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_st_level2_no_count_change_reads_as_slower():
     result = diff(ST_LEVEL2 / "rank_0_ascend_pt", ST_LEVEL2 / "rank_2_ascend_pt")
@@ -591,6 +607,7 @@ def test_st_level2_no_count_change_reads_as_slower():
     assert (regressed["instance_change_pct"].abs() >= 5.0).all()
 
 
+@pytest.mark.slow
 @needs_realdata
 @pytest.mark.parametrize("sub", ["", "rank0_ascend_pt"])
 def test_mi_level1_vs_level2_is_all_unchanged(sub):

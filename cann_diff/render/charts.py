@@ -27,7 +27,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import StrMethodFormatter  # noqa: E402
 
-from ..report.model import Memory, OperatorRow, RankRow, Report, Summary  # noqa: E402
+from ..report.model import CandidatesSummary, Memory, OperatorRow, RankRow, Report  # noqa: E402
 from .files import write_atomic  # noqa: E402
 from .memory_section import has_timeline  # noqa: E402
 
@@ -347,7 +347,7 @@ def draw_families(report: Report, path: Path) -> Path:
 # --------------------------------------------------------------------------- candidates
 
 
-def candidates_figure(summary: Summary):
+def candidates_figure(summary: CandidatesSummary):
     """Stacked bars of the step per run, baseline first: computing, exposed comm, free."""
     first = summary.candidates[0]
     labels = [f"{summary.base.label} (base)", *[c.label for c in summary.candidates]]
@@ -372,7 +372,7 @@ def candidates_figure(summary: Summary):
     return fig
 
 
-def draw_candidates(summary: Summary, path: Path) -> Path:
+def draw_candidates(summary: CandidatesSummary, path: Path) -> Path:
     """Write the step-per-candidate chart (``candidates_figure``) to ``path``."""
     return _save(candidates_figure(summary), path)
 

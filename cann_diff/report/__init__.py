@@ -7,13 +7,14 @@ summary), ``build.py`` builds them from the comparison and the analysis, and
 
 from __future__ import annotations
 
-from .build import build_report, build_summary, fusion_state, rows_of, verdict
+from .build import build_candidates_summary, build_report, fusion_state, rows_of, verdict
 from .json_form import SCHEMA, clean, frozen, json_schema, to_json
 from .model import (
     AllSteps,
     BandwidthChange,
     Breakdown,
     Candidate,
+    CandidatesSummary,
     CategoryRow,
     CommTypeRow,
     ComponentPeak,
@@ -42,17 +43,16 @@ from .model import (
     ScreenedStep,
     Side,
     StepResult,
-    Summary,
     Tool,
     Versions,
     tool_version,
 )
 
-__all__ = ["SCHEMA", "AllSteps", "BandwidthChange", "Breakdown", "Candidate", "CategoryRow",
-           "CommTypeRow", "ComponentPeak", "ComputeRow", "ComputeSplitResult", "CopyChange",
-           "FamilyRow", "Figure", "FindingRow", "FrameworkModuleRow", "FrameworkOpRow",
-           "FusionRow", "GroupRow", "Invocation", "KernelShare", "Memory", "MemorySeries",
-           "ModuleMemoryChange", "Mover", "OperatorMemoryChange", "OperatorRow", "PeakChange",
-           "RankRow", "Report", "ReportSettings", "ScreenedStep", "Side", "StepResult",
-           "Summary", "Tool", "Versions", "build_report", "build_summary", "clean", "frozen",
-           "fusion_state", "json_schema", "rows_of", "to_json", "tool_version", "verdict"]
+__all__ = ["SCHEMA", "AllSteps", "BandwidthChange", "Breakdown", "Candidate", "CandidatesSummary",
+           "CategoryRow", "CommTypeRow", "ComponentPeak", "ComputeRow", "ComputeSplitResult",
+           "CopyChange", "FamilyRow", "Figure", "FindingRow", "FrameworkModuleRow",
+           "FrameworkOpRow", "FusionRow", "GroupRow", "Invocation", "KernelShare", "Memory",
+           "MemorySeries", "ModuleMemoryChange", "Mover", "OperatorMemoryChange", "OperatorRow",
+           "PeakChange", "RankRow", "Report", "ReportSettings", "ScreenedStep", "Side",
+           "StepResult", "Tool", "Versions", "build_candidates_summary", "build_report", "clean",
+           "frozen", "fusion_state", "json_schema", "rows_of", "to_json", "tool_version", "verdict"]

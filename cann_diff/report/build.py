@@ -2,7 +2,7 @@
 
 No arithmetic happens here: every figure was computed by ``compare/`` or ``findings/``;
 ``build_report`` turns their frames into rows of the model, largest movers first as the
-stages ordered them. ``build_summary`` lays out several pairwise reports that share one
+stages ordered them. ``build_candidates_summary`` lays out several pairwise reports that share one
 baseline (it computes nothing they do not already hold), with the verdict across them.
 """
 
@@ -25,6 +25,7 @@ from .model import (
     BandwidthChange,
     Breakdown,
     Candidate,
+    CandidatesSummary,
     CategoryRow,
     CommTypeRow,
     ComponentPeak,
@@ -53,7 +54,6 @@ from .model import (
     ScreenedStep,
     Side,
     StepResult,
-    Summary,
     Versions,
 )
 
@@ -291,9 +291,10 @@ def verdict(base_label: str, candidates: tuple[Candidate, ...]) -> str:
             + "; ".join(_describe(c) for c in slow + fine) + ".")
 
 
-def build_summary(reports: Sequence[Report], directories: Sequence[str],
-                  gate_failed: Sequence[bool | None], gate_pct: float | None = None) -> Summary:
-    """The Summary of pairwise reports that share one baseline (in candidate order).
+def build_candidates_summary(reports: Sequence[Report], directories: Sequence[str],
+                             gate_failed: Sequence[bool | None],
+                             gate_pct: float | None = None) -> CandidatesSummary:
+    """The CandidatesSummary of pairwise reports that share one baseline (in candidate order).
 
     The operator × candidate table lists the first reports' ``top_n`` (``--top``) movers.
     """
@@ -302,5 +303,5 @@ def build_summary(reports: Sequence[Report], directories: Sequence[str],
     candidates = tuple(_candidate(r, d, g) for r, d, g in zip(reports, directories,
                                                                 gate_failed))
     base = reports[0].base
-    return Summary(base, candidates, verdict(base.label, candidates),
+    return CandidatesSummary(base, candidates, verdict(base.label, candidates),
                    _movers(reports, reports[0].top_n), reports[0].thresholds, gate_pct)

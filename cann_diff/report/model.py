@@ -686,7 +686,7 @@ class Mover:
 
 
 @dataclass(frozen=True)
-class Summary:
+class CandidatesSummary:
     """Several candidates against one baseline: one column each, the verdict, the movers."""
 
     base: Side

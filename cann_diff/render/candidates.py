@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from .. import format as fmt
-from ..report.model import Candidate, Summary
+from ..report.model import Candidate, CandidatesSummary
 from .document import (
     Block,
     Bullets,
@@ -37,7 +37,7 @@ def _step_mark(step) -> str:
     return f"{fmt.pct(step.delta_pct)} ({step.status})"
 
 
-def _figure_cells(summary: Summary, attr: str) -> list:
+def _figure_cells(summary: CandidatesSummary, attr: str) -> list:
     first = getattr(summary.candidates[0], attr)
     return [cell(fmt.ms(first.base_us), sort=first.base_us),
             *[cell(f"{fmt.ms(getattr(c, attr).new_us)} "
@@ -52,7 +52,7 @@ def _memory_cell(candidate: Candidate):
                 f"({fmt.pct(candidate.peak_reserved_delta_pct)})")
 
 
-def _overview(summary: Summary) -> list[Block]:
+def _overview(summary: CandidatesSummary) -> list[Block]:
     cands = summary.candidates
     first = cands[0]
     rows = [(cell("step ms"), cell(fmt.ms(first.step.base_us)),
@@ -74,7 +74,7 @@ def _overview(summary: Summary) -> list[Block]:
             Chart(CHART, "Step time per candidate")]
 
 
-def _findings(summary: Summary) -> list[Block]:
+def _findings(summary: CandidatesSummary) -> list[Block]:
     items = []
     for c in summary.candidates:
         shown = c.findings[:3]
@@ -92,7 +92,7 @@ MARKS = {"unchanged": " ~", "added": " (added)", "removed": " (removed)", "mc2":
          "count-changed": " (count)", "reshaped": " (reshaped)"}
 
 
-def _movers(summary: Summary) -> list[Block]:
+def _movers(summary: CandidatesSummary) -> list[Block]:
     if not summary.movers:
         return []
     headers = ("operator", "input shapes", "base /step",
@@ -114,7 +114,7 @@ def _movers(summary: Summary) -> list[Block]:
                   sortable=True)]
 
 
-def summary_blocks(summary: Summary) -> list[Block]:
+def summary_blocks(summary: CandidatesSummary) -> list[Block]:
     """The whole summary as blocks."""
     t = summary.thresholds
     return [Heading(1, inline(f"cann-diff: {summary.base.label} vs "
@@ -127,7 +127,7 @@ def summary_blocks(summary: Summary) -> list[Block]:
                       "footer")]
 
 
-def write_summary(summary: Summary, out_dir: Path, charts: bool = True,
+def write_candidates_summary(summary: CandidatesSummary, out_dir: Path, charts: bool = True,
                   html: bool = True) -> list[Path]:
     """Write the summary's report.md, report.html, report.json and chart into ``out_dir``."""
     from .markdown import to_markdown
