@@ -60,20 +60,6 @@ class FrameworkComparison:
     instances: pd.DataFrame
     notes: tuple[Note, ...] = ()
 
-    def to_dict(self) -> dict:
-        """report.json form: ``framework_ops``, ``framework_modules``, ``framework_notes``."""
-        modules = None if self.modules is None else _records(self.modules)
-        return {"framework_ops": _records(self.operators), "framework_modules": modules,
-                "framework_notes": [n.text for n in self.notes]}
-
-
-def _records(frame: pd.DataFrame) -> list[dict]:
-    """Rows as JSON-ready dicts: NaN -> None, numpy scalars -> Python."""
-    out = frame.astype(object).where(frame.notna(), None).to_dict("records")
-    return [{k: (float(v) if isinstance(v, np.floating) else
-                 int(v) if isinstance(v, np.integer) else v) for k, v in row.items()}
-            for row in out]
-
 
 def _normal_sf(z: np.ndarray) -> np.ndarray:
     """The standard normal's upper tail, from scipy.special (scipy.stats costs 0.6 s)."""
