@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,19 +45,87 @@ class FusionGroup:
         return self.new_total_us - self.base_total_us
 
 
-def _leading_shapes(shapes: str, n: int = 2) -> str:
-    return ";".join(shapes.split(";")[:n]) if shapes else ""
+# Collectives that gather the fused op's first input before its compute runs (AllGatherMatmul:
+# AllGather of x, then MatMul on the gathered x); the rest act on the compute's output.
+GATHERING = ("AllGather",)
 
 
-def _paired_compute_keys(ops: pd.DataFrame, fused_keys: pd.DataFrame, family: str):
-    """Compute keys whose leading input shapes equal those of the fused op's keys."""
-    candidates = ops[ops["family"] == family]
-    fused_shapes = {_leading_shapes(s) for s in fused_keys["input_shapes"] if s}
-    if not fused_shapes:
-        return candidates, "counts"
-    lead = candidates["input_shapes"].map(_leading_shapes)
-    paired = candidates[lead.isin(fused_shapes)]
-    return (paired, "shapes") if len(paired) else (candidates, "counts")
+def _product(shapes: str) -> tuple[float, str]:
+    """A kernel's first two data inputs as one product: (rows of x1, "k;weight"), or (nan, "").
+
+    x1's leading dimensions fold into rows (``s,b,h`` is the product of ``s·b,h``); a 2-D
+    weight recorded as ``n,k`` (transposed) reads as ``k,n``: x1 ``m,k`` times ``n,k`` is
+    no product unless transposed, so either layout is the same MatMul.
+    """
+    inputs = shapes.split(";") if shapes else []
+    dims = [t.split(",") for t in inputs[:2]]
+    if len(dims) < 2 or len(dims[0]) < 2 or not all(d.isdigit() for t in dims for d in t):
+        return math.nan, ""
+    x1, weight = dims
+    k = x1[-1]
+    if len(weight) == 2 and weight[0] != k and weight[1] == k:
+        weight = weight[::-1]
+    return float(math.prod(int(d) for d in x1[:-1])), f"{k};{','.join(weight)}"
+
+
+def _products(shapes: pd.Series) -> pd.DataFrame:
+    """``_product`` of each key's normalized shapes (one call per key, never per kernel)."""
+    forms = [_product(s if isinstance(s, str) else "") for s in shapes]
+    return pd.DataFrame(forms, columns=["rows", "rest"], index=shapes.index)
+
+
+def _gathers_input(spec: FusedOp) -> bool:
+    """Whether a gathering collective runs before the compute in the split order."""
+    compute = spec.split.index(spec.compute[0]) if spec.compute[0] in spec.split else 0
+    return any(s.startswith(GATHERING) for s in spec.split[:compute])
+
+
+def _derived_matches(spec: FusedOp, ops: pd.DataFrame) -> pd.Series:
+    """Compute keys whose product is one a changed fused key implies (docs/formats.md §9.5).
+
+    MatmulAllReduce(x, w) and MatmulReduceScatter(x, w) run MatMul(x, w) itself; a gather
+    before the compute (AllGatherMatmul) makes it MatMul(gathered x, w): x's rows times
+    the gather group's size, which profiles do not record — any whole factor ≥ 2.
+    """
+    candidates = ops[ops["family"] == spec.compute[0]]
+    matched = pd.Series(False, index=candidates.index)
+    fused = ops[(ops["op_type"] == spec.fused_type) & (ops["base_count"] != ops["new_count"])]
+    if candidates.empty or fused.empty:
+        return matched
+    have = _products(candidates["match_shapes"])
+    gathered = _gathers_input(spec)
+    implied = _products(fused["match_shapes"])
+    for rows, rest in implied[implied["rows"] > 0].itertuples(index=False):
+        factor = have["rows"] / rows
+        same_rows = (factor == factor.round()) & (factor >= 2) if gathered else factor == 1
+        matched |= same_rows & (have["rest"] == rest)
+    return matched
+
+
+def _shape_owners(ops: pd.DataFrame, specs) -> dict[str, frozenset[int]]:
+    """Per fused type, the compute keys its own shapes imply: no other type may claim them."""
+    owners = {}
+    for spec in specs:
+        if spec.compute:
+            matched = _derived_matches(spec, ops)
+            owners[spec.fused_type] = frozenset(ops.loc[matched[matched].index, "key_id"])
+    return owners
+
+
+def _paired_compute_keys(ops: pd.DataFrame, spec: FusedOp, owners: dict[str, frozenset[int]],
+                         split_side: str, fused_side: str):
+    """The compute keys a fused type may claim, and how they were paired.
+
+    Its own shape-matched keys that gained instances on the split side; without them (no
+    shapes, or none derived), every key of the family that no other type's shapes own.
+    """
+    candidates = ops[ops["family"] == spec.compute[0]]
+    own = candidates["key_id"].isin(owners.get(spec.fused_type, frozenset()))
+    gained = candidates[f"{split_side}_count"] > candidates[f"{fused_side}_count"]
+    if (own & gained).any():
+        return candidates[own], "shapes"
+    others = frozenset().union(*(k for t, k in owners.items() if t != spec.fused_type))
+    return candidates[~candidates["key_id"].isin(others)], "counts"
 
 
 def _claim(candidates: pd.DataFrame, gain_side: str, other_side: str, wanted: float,
@@ -102,36 +171,46 @@ def _comm_part(spec: FusedOp, cmp: Comparison, split_side: str, fused_side: str,
     return counts, times, exposed, claims
 
 
-def _detect_one(spec: FusedOp, cmp: Comparison,
-                taken: tuple[dict[int, float], dict[int, float]]) -> FusionGroup | None:
+def _compute_part(spec: FusedOp, cmp: Comparison, sides: tuple[str, str], lost: float,
+                  taken_before: dict[int, float], owners: dict[str, frozenset[int]]):
+    """Compute ops of the group per family, their time and claims, and how they paired."""
+    split_side, fused_side = sides
+    if not spec.compute:
+        return {}, 0.0, {}, "counts"
+    paired, paired_by = _paired_compute_keys(cmp.operators, spec, owners, split_side,
+                                             fused_side)
+    gained = paired[f"{split_side}_count"].sum() - paired[f"{fused_side}_count"].sum()
+    if gained < cmp.thresholds.fusion_min_share * lost:
+        return None
+    claims = _claim(paired, split_side, fused_side, min(gained, lost), taken_before)
+    mean = paired.set_index("key_id")[f"{split_side}_mean_us"]
+    time = sum(n * float(mean[k]) for k, n in claims.items())
+    return {spec.compute[0]: sum(claims.values())}, time, claims, paired_by
+
+
+def _detect_one(spec: FusedOp, cmp: Comparison, taken: tuple[dict[int, float], dict[int, float]],
+                owners: dict[str, frozenset[int]]) -> FusionGroup | None:
     """The group of one fused type, or None; ``taken``: (base, new) claims made before."""
     ops = cmp.operators
     family_rows = ops[ops["family"] == spec.fused_type]
     main = family_rows[family_rows["op_type"] == spec.fused_type]
-    if family_rows.empty:
-        return None
     fused_base, fused_new = main["base_count"].sum(), main["new_count"].sum()
-    if fused_base == fused_new:
+    if family_rows.empty or fused_base == fused_new:
         return None
     direction = "split" if fused_base > fused_new else "fused"
     split_side, fused_side = ("new", "base") if direction == "split" else ("base", "new")
     lost = abs(fused_base - fused_new)
     taken_before = taken[0] if split_side == "base" else taken[1]
     comm_part = _comm_part(spec, cmp, split_side, fused_side, lost, taken_before)
-    if comm_part is None:
+    compute_part = (None if comm_part is None else
+                    _compute_part(spec, cmp, (split_side, fused_side), lost, taken_before, owners))
+    if comm_part is None or compute_part is None:
         return None
-    counts, times, exposed, split_claims = comm_part
-    paired_by = "counts"
-    for family in spec.compute[:1]:
-        paired, paired_by = _paired_compute_keys(ops, main, family)
-        gained = paired[f"{split_side}_count"].sum() - paired[f"{fused_side}_count"].sum()
-        if gained < cmp.thresholds.fusion_min_share * lost:
-            return None
-        claims = _claim(paired, split_side, fused_side, min(gained, lost), taken_before)
-        mean = paired.set_index("key_id")[f"{split_side}_mean_us"]
-        counts[family] = sum(claims.values())
-        times += sum(n * float(mean[k]) for k, n in claims.items())
-        split_claims.update(claims)
+    counts, comm_time, exposed, split_claims = comm_part
+    compute_counts, compute_time, compute_claims, paired_by = compute_part
+    counts.update(compute_counts)
+    split_claims.update(compute_claims)
+    times = comm_time + compute_time
     # The fused family (companions included) gives every instance it lost.
     fused_claims = {int(k): float(v) for k, v in zip(
         family_rows["key_id"], (family_rows[f"{fused_side}_count"]
@@ -165,8 +244,10 @@ def detect_fusion(cmp: Comparison, vocab: Vocabulary | None = None):
     """
     groups: list[FusionGroup] = []
     owner: dict[int, str] = {}
-    for spec in (vocab or default_vocabulary()).fusion.values():
-        group = _detect_one(spec, cmp, claimed_instances(groups))
+    specs = (vocab or default_vocabulary()).fusion.values()
+    owners = _shape_owners(cmp.operators, specs)
+    for spec in specs:
+        group = _detect_one(spec, cmp, claimed_instances(groups), owners)
         if group:
             groups.append(group)
             for key in (*group.base_claims, *group.new_claims):
