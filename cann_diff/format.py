@@ -64,12 +64,16 @@ def p_phrase(value) -> str:
 BELOW_MARK = "†"  # a significant change under its threshold (benchstat shows such a % too)
 
 
-def status_mark(status: str, delta_pct, below_threshold: bool = False) -> str:
-    """benchstat-style change column.
+def status_mark(status: str, delta_pct, below_threshold: bool = False,
+                tested: bool = True) -> str:
+    """benchstat-style change column: the per-instance change with what backs it.
 
-    ``~`` only when not significant; a significant change under the threshold shows its
-    % with ``BELOW_MARK``; ``added``/``removed``/``reshaped`` say so; a count change is
-    not a speed change, so it shows the per-instance % beside ``count``.
+    ``regressed``/``improved``: the % alone. ``not-significant``: the % with ``~`` (tested,
+    not significant). ``untested``: the % with "untested" (the sample sizes cannot reach
+    α). ``unchanged``: under the threshold, ``~`` when not significant, the % with
+    ``BELOW_MARK`` when significant, "untested" when no test could reach α.
+    ``added``/``removed``/``reshaped`` say so; a count
+    change is not a speed change, so it shows the per-instance % beside ``count``.
     """
     if status in ("added", "removed", "reshaped"):
         return status
@@ -77,7 +81,13 @@ def status_mark(status: str, delta_pct, below_threshold: bool = False) -> str:
         return f"count ({pct(delta_pct)} per instance)" if not is_missing(delta_pct) \
             else "count"
     if status == "unchanged":
-        return f"{pct(delta_pct)}{BELOW_MARK}" if below_threshold else "~"
+        if below_threshold:
+            return f"{pct(delta_pct)}{BELOW_MARK}"
+        return "~" if tested or is_missing(delta_pct) else f"{pct(delta_pct)} untested"
+    if status == "not-significant":
+        return f"{pct(delta_pct)} ~"
+    if status == "untested":
+        return f"{pct(delta_pct)} untested"
     return pct(delta_pct)
 
 

@@ -137,8 +137,8 @@ def test_fused_to_split_markdown_headline(fused_split, tmp_path):
     # 5.22 → 5.89 ms; 4 more AllReduce per step add 4·300 µs = 1.20 ms exposed.
     assert "12.7% slower" in verdict
     assert "MatmulAllReduce" in verdict and "no longer fused" in verdict
-    assert "1.20 ms of exposed communication" in verdict
-    assert "4 more AllReduce" in verdict
+    assert "exposed communication grew by 1.20 ms" in verdict
+    assert "AllReduce +1.20 ms, 4 more per step" in verdict
     assert "## MC2 fusion" in md
     assert "## Only in new (added)" not in md and "## Only in base (removed)" not in md
 

@@ -107,7 +107,10 @@ def test_no_regression_mi_level1_vs_level2_report_md(level_result):
 def test_no_regression_control_has_no_verdict_of_change(level_result):
     report = level_result.report
     assert report.step.status == "unchanged"
-    assert {op.status for op in report.operators} == {"unchanged"}
+    # The same run at two profiler levels: nothing established as slower or faster (keys
+    # moved by ≥ 5 % stay not-significant or untested).
+    assert {op.status for op in report.operators} <= {"unchanged", "not-significant",
+                                                        "untested"}
     assert not {f.id for f in report.findings} & {"op-regression", "op-improvement",
                                                       "comm-hides-compute", "new-ops",
                                                       "removed-ops"}

@@ -399,9 +399,10 @@ def test_library_steps_option(tmp_path):
 # ================================================================ Markdown `~`
 
 
-def test_large_but_not_significant_change_is_shown_as_tilde(tmp_path):
+def test_a_large_change_too_few_instances_to_test_is_untested(tmp_path):
     # Cast runs once, in step 1 only: 1 instance per side, 20 → 26 µs (+30 %):
-    # Mann-Whitney on 1 vs 1 cannot be significant → status unchanged, shown as `~`.
+    # Mann-Whitney on 1 vs 1 cannot reach p < 0.05 (its smallest p is 2 / C(2, 1) = 1)
+    # → status untested, p_value null, shown with its change; never "unchanged".
     def schedule(cast_us):
         def build(rank, step):
             extra = [aclnn("Cast", cast_us, "4096,4096", "AI_VECTOR_CORE")] if step == 1 else []
@@ -412,6 +413,7 @@ def test_large_but_not_significant_change_is_shown_as_tilde(tmp_path):
     new = write_profile(tmp_path, "new", schedule(26.0), steps=(1, 2, 3))
     _, report, md, _ = cli_report(base.path, new.path, tmp_path / "out")
     cast = next(op for op in report["operators"] if op["op_type"] == "Cast")
-    assert cast["status"] == "unchanged" and cast["delta_pct"] == pytest.approx(30.0)
+    assert cast["status"] == "untested" and cast["delta_pct"] == pytest.approx(30.0)
+    assert cast["p_value"] is None and cast["tested"] is False
     rows = [line for line in md.splitlines() if line.startswith("| Cast")]
-    assert rows and "| ~ " in rows[0]
+    assert rows and "| +30.0% untested " in rows[0]

@@ -8,7 +8,15 @@ import pandas as pd
 from ..match import Matched
 from ..schema import Run, RunSummary
 from ..settings import DEFAULT_LIMITS, Limits, Thresholds
-from .stats import adjust_bh, mann_whitney_by_group, ratio_interval
+from .collectives import collective_keys, pair_instances
+from .stats import (
+    adjust_bh,
+    mann_whitney_by_group,
+    ratio_interval,
+    smallest_p_mann_whitney,
+    smallest_p_signed_rank,
+    wilcoxon_signed_rank,
+)
 
 # Match kinds whose keys have equal input shapes on both sides: judged per instance. The
 # family-only rung ("type-only") pairs different shapes and is never judged so.
@@ -72,8 +80,11 @@ def _test_keys(table: pd.DataFrame, base: RunSummary, new: RunSummary, matched: 
                thresholds: Thresholds, limits: Limits) -> pd.DataFrame:
     """Per key tested (same shapes, both sides): BH-adjusted p, ratio CI, sample sizes.
 
-    All keys' Mann-Whitney tests run in one pass (``mann_whitney_by_group``); the ratio
-    interval is per key, for keys with enough durations.
+    All keys' Mann-Whitney tests run in one pass (``mann_whitney_by_group``); collectives
+    whose instances pair in launch order are tested paired instead (``collectives.py``).
+    A key whose sample sizes cannot give p < α (the test's smallest p is above it) is not
+    tested: ``tested`` False, ``p_value`` None. The ratio interval is per key, for keys
+    with enough durations.
     """
     testable = table.index[table["same_shape"] & (table["base_instances"] > 0)
                            & (table["new_instances"] > 0)].to_numpy(np.int64)
@@ -89,6 +100,12 @@ def _test_keys(table: pd.DataFrame, base: RunSummary, new: RunSummary, matched: 
     keys = testable[sampled]
     p_raw = mann_whitney_by_group(base_group, base_dur, new_group, new_dur,
                                   len(testable))[sampled]
+    reachable = smallest_p_mann_whitney(n_base, n_new)[sampled]
+    paired = _paired_tests(table, base, new, matched, keys)
+    for position, (p_value, reach, _, _) in paired.items():
+        p_raw[position], reachable[position] = p_value, reach
+    tested = reachable <= thresholds.alpha
+    p_raw = np.where(tested, p_raw, np.nan)
     smallest = np.minimum(n_base, n_new)[sampled]
     ci_low = np.full(len(keys), np.nan)
     ci_high = np.full(len(keys), np.nan)
@@ -109,11 +126,41 @@ def _test_keys(table: pd.DataFrame, base: RunSummary, new: RunSummary, matched: 
             ci_high[i] = np.nan if high is None else high
     out = pd.DataFrame(index=table.index)
     out["p_value"] = pd.Series(adjust_bh(p_raw), index=keys, dtype=float)
+    out["tested"] = pd.Series(tested, index=keys, dtype=bool).reindex(table.index,
+                                                                        fill_value=False)
+    out["paired_change_pct"] = pd.Series(
+        {keys[i]: change for i, (_, _, change, _) in paired.items()}, dtype=float)
+    out["paired_direction"] = pd.Series(
+        {keys[i]: direction for i, (_, _, _, direction) in paired.items()}, dtype=float)
     out["ci_low"] = pd.Series(ci_low, index=keys, dtype=float)
     out["ci_high"] = pd.Series(ci_high, index=keys, dtype=float)
     out["ci_note"] = None
     too_few = keys[smallest < thresholds.min_ci_instances]
     out.loc[too_few, "ci_note"] = "n too small"
+    return out
+
+
+def _paired_tests(table: pd.DataFrame, base: RunSummary, new: RunSummary, matched: Matched,
+                  keys: np.ndarray) -> dict[int, tuple[float, float, float, float]]:
+    """Per position in ``keys`` of a paired collective: (p, smallest p, change %, direction).
+
+    Collectives whose instances pair in launch order are tested on their differences; the
+    change is the ratio of the paired totals, the direction the sign of the signed-rank
+    sum (a key is called slower or faster only when both agree).
+    """
+    position = {int(k): i for i, k in enumerate(keys)}
+    out = {}
+    for key in collective_keys(table):
+        if int(key) not in position:
+            continue
+        pairs = pair_instances(base, new, matched.base_key, matched.new_key, int(key))
+        if pairs is None or pairs.base_us.sum() <= 0:
+            continue
+        differences = pairs.new_us - pairs.base_us
+        p_value, direction = wilcoxon_signed_rank(differences)
+        change = (pairs.new_us.sum() / pairs.base_us.sum() - 1) * 100
+        out[position[int(key)]] = (p_value, smallest_p_signed_rank(
+            int(np.count_nonzero(differences))), change, float(np.sign(direction)))
     return out
 
 
@@ -144,21 +191,30 @@ def _effects(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _statuses(table: pd.DataFrame, thresholds: Thresholds) -> tuple[np.ndarray, np.ndarray]:
-    """Status per key (docs/design.md "Status rules") and the below-threshold flag."""
+    """Status per key (docs/design.md "Status rules") and the below-threshold flag.
+
+    Five words for a same-shape key's per-instance change: ``unchanged`` (under the
+    threshold), ``untested`` (at or over it, but the sample sizes cannot reach α),
+    ``regressed`` / ``improved`` (significant and at or over it), ``not-significant``
+    (at or over it, tested, p ≥ α).
+    """
     change = table["instance_change_pct"].to_numpy(dtype=float)
     significant = table["significant"].to_numpy(dtype=bool)
+    tested = table["tested"].to_numpy(dtype=bool)
+    agrees = np.sign(np.nan_to_num(change)) == table["direction"].to_numpy(dtype=float)
     big = np.nan_to_num(np.abs(change), nan=0.0) >= thresholds.threshold_pct
     kind = table["match_kind"]
     conditions = [table["base_instances"].to_numpy() == 0, table["new_instances"].to_numpy() == 0,
                   (kind.notna() & ~kind.isin(SAME_SHAPE_KINDS)).to_numpy(),
-                  table["count_changed"].to_numpy(dtype=bool),
-                  significant & big & (change > 0), significant & big & (change < 0)]
+                  table["count_changed"].to_numpy(dtype=bool), ~big, ~tested,
+                  significant & agrees & (change > 0), significant & agrees & (change < 0)]
     # A count change comes before speed: with other instances per step the durations are
     # another mix (a split MC2 op adds small AllReduces to a large one), so their medians
     # differ without any instance getting slower. Its per-instance test stays in the
     # columns (``p_value``, ``instance_change_pct``) for the reader.
-    choices = ["added", "removed", "reshaped", "count-changed", "regressed", "improved"]
-    status = np.select(conditions, choices, default="unchanged")
+    choices = ["added", "removed", "reshaped", "count-changed", "unchanged", "untested",
+               "regressed", "improved"]
+    status = np.select(conditions, choices, default="not-significant")
     below = significant & ~big & (status == "unchanged")
     return status, below
 
@@ -170,10 +226,14 @@ def compare_operators(base: Run, new: Run, matched: Matched, thresholds: Thresho
 
     Columns beyond the per-side figures: ``delta_us``/``delta_pct`` (total time per
     step), ``count_effect_us`` + ``instance_effect_us`` (= ``delta_us``),
-    ``instance_change_pct`` (ratio of medians − 1), ``count_changed``, ``same_shape``,
-    ``p_value`` (Mann-Whitney, BH-adjusted over the keys tested), ``ci_low``/``ci_high``
+    ``instance_change_pct`` (ratio of medians − 1; of paired totals for a collective
+    paired in launch order), ``count_changed``, ``same_shape``, ``tested`` (the sample
+    sizes can reach α), ``p_value`` (Mann-Whitney or, paired, Wilcoxon signed-rank;
+    BH-adjusted over the keys tested; None when not tested), ``ci_low``/``ci_high``
     (None below ``min_ci_instances`` durations a side, ``ci_note`` = ``"n too small"``),
-    ``significant`` (p < alpha, nothing else), ``status`` and ``below_threshold``.
+    ``significant`` (p < alpha, nothing else), ``status`` and ``below_threshold``; for a
+    count-changed key ``instance_change_pct`` is the ratio of means (its effect's sign) and
+    ``median_change_pct`` the ratio of medians its test saw.
     """
     if (len(matched.base_key), len(matched.new_key)) != (len(base.summary.ops),
                                                          len(new.summary.ops)):
@@ -193,8 +253,23 @@ def compare_operators(base: Run, new: Run, matched: Matched, thresholds: Thresho
     table["same_shape"] = table["match_kind"].isin(SAME_SHAPE_KINDS)
     table = table.join(_test_keys(table, base.summary, new.summary, matched, thresholds,
                                   limits))
+    paired = table["paired_change_pct"].notna()
+    table["instance_change_pct"] = table["instance_change_pct"].where(
+        ~paired, table["paired_change_pct"])
+    # The direction the test found: a paired key's signed ranks, else the change's own.
+    table["direction"] = table["paired_direction"].where(
+        paired, np.sign(table["instance_change_pct"].fillna(0.0)))
+    table = table.drop(columns=["paired_change_pct", "paired_direction"])
     table["significant"] = (table["p_value"] < thresholds.alpha).fillna(False).astype(bool)
     table["status"], table["below_threshold"] = _statuses(table, thresholds)
+    # A count-changed key's effect is mean-based (count × mean): its per-instance % is
+    # the ratio of means, so that the % and the per-instance effect share their sign; the
+    # median's ratio (what its test saw) stays as ``median_change_pct``.
+    table["median_change_pct"] = table["instance_change_pct"]
+    counted = (table["status"] == "count-changed").to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        means = (table["new_mean_us"] / table["base_mean_us"] - 1) * 100
+    table.loc[counted, "instance_change_pct"] = means[counted]
     return table.reset_index()
 
 

@@ -93,14 +93,18 @@ class StepComparison:
     screened: tuple[ScreenedStep, ...] = field(default_factory=tuple)
     all_steps: StepFigures | None = None
 
-    def gate_failed(self, pct: float) -> bool:
+    def gate_failed(self, pct: float, one_step_pct: float) -> bool:
         """Tell whether the gate ``--fail-on-regression pct`` fails.
 
-        It fails when the screened step regressed significantly (or, one step per side,
-        untestably) by at least ``pct`` percent.
+        It fails when the screened step regressed significantly by at least ``pct``
+        percent. With one step per side no test is possible and the one-step threshold
+        decides, as it decides the status: the step must be at least the larger of
+        ``pct`` and ``one_step_pct`` slower.
         """
-        return bool(self.significant is not False and math.isfinite(self.delta_pct)
-                    and self.delta_pct >= pct)
+        if not math.isfinite(self.delta_pct) or self.significant is False:
+            return False
+        least = pct if self.significant else max(pct, one_step_pct)
+        return bool(self.delta_pct >= least)
 
 
 def _step_samples(run: Run) -> pd.Series:
@@ -169,7 +173,8 @@ def compare_step(base: Run, new: Run, thresholds: Thresholds) -> StepComparison:
         screened=tuple(base_out + new_out), all_steps=every)
     gate = None
     if thresholds.fail_on_regression_pct is not None:
-        gate = comparison.gate_failed(thresholds.fail_on_regression_pct)
+        gate = comparison.gate_failed(thresholds.fail_on_regression_pct,
+                                      thresholds.one_step_threshold_pct)
         status = "regressed" if gate else status
     below = bool(kept.significant and status == "unchanged" and math.isfinite(kept.delta_pct))
     return replace(comparison, status=status, gate=gate,

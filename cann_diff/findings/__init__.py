@@ -25,6 +25,7 @@ from .headline import headline
 from .memory_growth import memory_growth, memory_sentence
 from .operators import operator_findings
 from .slow_rank import slow_ranks
+from .story import compute_parts
 
 __all__ = ["FINDING_IDS", "SEVERITY_ORDER", "Analysis", "ComputeSplit", "Finding",
            "FusionGroup", "analyse"]
@@ -38,7 +39,8 @@ class Analysis:
     to its fused type; ``compute`` is the split of Δ Computing; ``operators`` is the
     comparison's operator table with the MC2 columns (``fusion``, ``base_claimed``,
     ``new_claimed``, ``mc2_us``), largest |Δ| first; ``memory_headline`` the sentence on
-    device memory (None when no peak moved enough), which ends ``headline``.
+    device memory (None when no peak moved enough), which ends ``headline``;
+    ``compute_sentence`` says where Δ Computing went (``story.compute_parts``).
     """
 
     fusion: tuple[FusionGroup, ...]
@@ -48,6 +50,7 @@ class Analysis:
     operators: pd.DataFrame
     headline: str
     memory_headline: str | None = None
+    compute_sentence: str = ""  # where Δ Computing went, in signed parts
 
     @property
     def fusion_claims(self) -> tuple[dict[int, float], dict[int, float]]:
@@ -83,6 +86,7 @@ def analyse(cmp: Comparison, vocab: Vocabulary | None = None) -> Analysis:
     findings.sort(key=lambda f: SEVERITY_ORDER.get(f.severity, len(SEVERITY_ORDER)))
     memory = memory_sentence(cmp.memory, cmp.thresholds)
     text = headline(cmp, findings, groups, compute)
+    sentence, _ = compute_parts(cmp, compute)
     return Analysis(tuple(groups), tuple(findings), claimed, compute,
                     _operators(cmp, groups, claimed), f"{text} {memory}" if memory else text,
-                    memory)
+                    memory, sentence[0].upper() + sentence[1:] + ".")

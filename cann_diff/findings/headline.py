@@ -1,10 +1,12 @@
 """The headline: one sentence a manager understands — the step verdict, and why.
 
-It quotes only figures that hold for the case: the step as judged (after screening
-warm-up/outlier steps, which it names), the like-for-like kernel gain from the compute
-split rather than Computing (which in an MC2 case also holds the communication a fused
-kernel ran inside it), and Free or Bubble growth when it is at least
-``headline_part_share`` of the step change.
+It names every part of the step change that holds at least a fifth of it
+(``story.step_parts``: computing, exposed communication, Free, and Bubble or Preparing
+when they move as much), each with its sign, largest first. Computing is said as its
+split (like-for-like kernels apart from work that is no longer or newly done), exposed
+communication with its collectives and the part of their elapsed time that grew. With
+one step per side the size of the change is not established, and the sentence says so.
+When ``comm-hides-compute`` fires, the sentence leads with the kernel gain it hid.
 """
 
 from __future__ import annotations
@@ -16,8 +18,18 @@ from ..compare import Comparison
 from .base import Finding
 from .compute_split import ComputeSplit
 from .fusion import FusionGroup
+from .story import (
+    Part,
+    collective_parts,
+    collectives_text,
+    growth_short,
+    like_for_like_examples,
+    signed_ms,
+    step_parts,
+)
 
-PART_NAMES = {"free": "Free (device idle) time", "bubble": "Bubble time"}
+ONE_STEP = ("one capture per side: the size of the change is not established "
+            "(re-collect ≥ 5 steps per side)")
 
 
 def _screened(cmp: Comparison) -> str:
@@ -32,45 +44,67 @@ def _screened(cmp: Comparison) -> str:
     return f"; warm-up/outlier steps left out: {named}{every}"
 
 
-def _parts(cmp: Comparison, skip: str = "") -> str:
-    """``; Free … grew by …`` for Free/Bubble growth of at least a share of the step change."""
-    s = cmp.step
-    floor = cmp.thresholds.material_pct / 100 * max(abs(s.base_us), 1e-9)
-    if not abs(s.delta_us) >= floor:
-        return ""
-    out = []
-    for name, label in PART_NAMES.items():
-        delta = s.breakdown.get(name, {}).get("delta_us")
-        if name == skip or fmt.is_missing(delta) or delta <= 0:
-            continue
-        if delta >= cmp.thresholds.headline_part_share * abs(s.delta_us):
-            out.append(f"{label} grew by {fmt.ms(delta)} ms, "
-                       f"{delta / abs(s.delta_us):.0%} of the step change")
-    return "; " + "; ".join(out) if out else ""
+def _caveat(cmp: Comparison) -> str:
+    return f"; {ONE_STEP}" if cmp.step.p_value is None else ""
+
+
+def _compute_phrase(cmp: Comparison, compute: ComputeSplit) -> str:
+    """Computing's change: its like-for-like kernels, and the largest other row."""
+    like = compute.like_for_like_us
+    examples = like_for_like_examples(cmp, 1.0 if like > 0 else -1.0, 2)
+    word = "slower" if like > 0 else "faster"
+    pieces = [f"like-for-like kernels {fmt.ms(abs(like))} ms {word}"
+              + (f": {'; '.join(p.text(nested=True) for p in examples)}" if examples else "")]
+    others = [(abs(v), v, label) for v, label in (
+        (compute.removed_us, "of kernels no longer run"),
+        (compute.added_us, "of kernels run only in new"),
+        (compute.count_changed_us, "from kernels run more or fewer times"),
+        (compute.reshaped_us, "from reshaped kernels"),
+        (compute.mc2_us, "from MC2 fused kernels replaced by split ones"))
+        if v and abs(v) >= abs(like)]
+    if others:
+        _, value, label = max(others)
+        pieces.insert(0, f"{signed_ms(value)} {label}")
+    return "; ".join(pieces)
+
+
+def _comm_phrase(cmp: Comparison) -> str:
+    """Exposed communication's collectives, and which part of their time grew."""
+    cause = growth_short(cmp)
+    return "; ".join([*collectives_text(cmp, collective_parts(cmp, 2)),
+                      *([cause] if cause else [])])
+
+
+def _part_phrase(cmp: Comparison, part: Part, compute: ComputeSplit) -> str:
+    detail = ""
+    if part.name == "computing":
+        detail = _compute_phrase(cmp, compute)
+    elif part.name == "exposed communication":
+        detail = _comm_phrase(cmp)
+    return f"{part.name} {signed_ms(part.delta_us)}" + (f" ({detail})" if detail else "")
+
+
+def _split_cause(fusion: Sequence[FusionGroup]) -> str:
+    split = [g.fused_type for g in fusion if g.direction == "split"]
+    return f"; {', '.join(split)} no longer fused" if split else ""
 
 
 def _hidden(cmp: Comparison, fusion: Sequence[FusionGroup], compute: ComputeSplit,
             hidden: Finding) -> str:
     s = cmp.step
     base_new = f"{fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms per step"
-    grown = hidden.data["comm_growth"]
-    more = ", ".join(f"{v['delta_count']:g} more {k}" for k, v in grown.items()
-                     if v["delta_count"] > 0)
-    split = [g.fused_type for g in fusion if g.direction == "split"]
-    why = f" because {', '.join(split)} is no longer fused" if split else ""
-    exposed = fmt.ms(hidden.data["delta_exposed_us"])
-    comm = (f"{more} operations per step add {exposed} ms of exposed communication"
-            if more else f"exposed communication grew by {exposed} ms"
-            f"{' (' + ', '.join(grown) + ')' if grown else ''}")
-    like = compute.like_for_like_us
-    gain = (f"its like-for-like kernels got {fmt.ms(-like)} ms faster" if like < 0 else
-            f"its computing time fell by {fmt.ms(-hidden.data['delta_computing_us'])} ms")
+    gain = f"its like-for-like kernels got {fmt.ms(-compute.like_for_like_us)} ms faster"
+    rest = [_part_phrase(cmp, p, compute) for p in step_parts(cmp)
+            if p.name not in ("computing", "exposed communication")]
+    comm = (f"exposed communication grew by {fmt.ms(hidden.data['delta_exposed_us'])} ms"
+            f" ({_comm_phrase(cmp)}){_split_cause(fusion)}")
+    tail = f"; {'; '.join(rest)}" if rest else ""
     if s.delta_us > 0:
         return (f"{cmp.new.label} is {s.delta_pct:.1f}% slower than {cmp.base.label} "
-                f"({base_new}{_screened(cmp)}): {gain}, but {comm}{why}{_parts(cmp)}.")
+                f"({base_new}{_screened(cmp)}{_caveat(cmp)}): {gain}, but {comm}{tail}.")
     return (f"{cmp.new.label} is only {-s.delta_pct:.1f}% faster than {cmp.base.label} "
-            f"({base_new}{_screened(cmp)}): {gain}, but {comm}{why}, eating most of the "
-            f"gain{_parts(cmp)}.")
+            f"({base_new}{_screened(cmp)}{_caveat(cmp)}): {gain}, but {comm}, eating most "
+            f"of the gain{tail}.")
 
 
 def _unchanged(cmp: Comparison) -> str:
@@ -91,7 +125,7 @@ def _unchanged(cmp: Comparison) -> str:
 
 def headline(cmp: Comparison, findings: Sequence[Finding], fusion: Sequence[FusionGroup],
              compute: ComputeSplit) -> str:
-    """One sentence: the verdict on the step time, and why."""
+    """One sentence: the verdict on the step time, and every large part of why."""
     s = cmp.step
     hidden = next((f for f in findings if f.id == "comm-hides-compute"), None)
     if hidden:
@@ -99,14 +133,8 @@ def headline(cmp: Comparison, findings: Sequence[Finding], fusion: Sequence[Fusi
     if s.status == "unchanged":
         return _unchanged(cmp)
     word = "slower" if s.status == "regressed" else "faster"
-    moves = sorted(((k, v["delta_us"]) for k, v in s.breakdown.items()
-                    if k in ("computing", "communication_not_overlapped", "free", "bubble")
-                    and not fmt.is_missing(v["delta_us"])), key=lambda kv: -abs(kv[1]))
-    driver, main = "", ""
-    if moves:
-        main = moves[0][0]
-        name = main.replace("communication_not_overlapped", "exposed communication")
-        driver = f", mostly from {name} ({fmt.ms(moves[0][1], signed=True)} ms)"
+    parts = [_part_phrase(cmp, p, compute) for p in step_parts(cmp)]
+    why = f": {'; '.join(parts)}" if parts else ""
     return (f"{cmp.new.label} is {abs(s.delta_pct):.1f}% {word} than {cmp.base.label} "
-            f"({fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms per step{_screened(cmp)})"
-            f"{driver}{_parts(cmp, skip=main)}.")
+            f"({fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms per step{_screened(cmp)}"
+            f"{_caveat(cmp)}){why}{_split_cause(fusion)}.")

@@ -1,5 +1,8 @@
 """Operator findings: per-instance regressions/improvements, count changes, one-side keys.
 
+A count-changed key whose instances also got significantly slower (or faster), by the
+threshold in median and mean alike, is named among the regressions (improvements) too.
+
 Keys a fusion group claims entirely belong to that group's finding. A key of which a
 group claims some instances (the MatMuls that replaced a fused op, beside ordinary
 MatMuls of the same shape) keeps its verdicts; for its count change only the part the
@@ -44,6 +47,24 @@ def _count_finding(cmp: Comparison, ops: pd.DataFrame,
                    {"keys": [int(k) for k in rows["key_id"]], "count_effect_us": effect})
 
 
+def _counted_and_moved(cmp: Comparison, ops: pd.DataFrame, status: str,
+                       groups: list[FusionGroup]) -> pd.DataFrame:
+    """Count-changed keys whose instances also got significantly slower (or faster).
+
+    The median (what the test saw) and the mean (what the effect uses) must move the same
+    way, by at least the threshold; instances an MC2 group claims are left to the group
+    (a split adds small collectives to a large one: another mix, not slower instances).
+    """
+    sign = 1 if status == "regressed" else -1
+    median = ops["median_change_pct"] * sign
+    mean = ops["instance_change_pct"] * sign
+    threshold = cmp.thresholds.threshold_pct
+    base_claims, new_claims = claimed_instances(groups)
+    claimed = ops["key_id"].isin([*base_claims, *new_claims])
+    return ops[(ops["status"] == "count-changed") & ops["significant"].astype(bool)
+               & (median >= threshold) & (mean >= threshold) & ~claimed]
+
+
 def operator_findings(cmp: Comparison, claimed: dict[int, str],
                       groups: list[FusionGroup] | tuple[FusionGroup, ...] = ()) -> list[Finding]:
     """Findings of operator keys no fusion group claims entirely, most time first."""
@@ -51,11 +72,14 @@ def operator_findings(cmp: Comparison, claimed: dict[int, str],
     findings = []
     for status, fid, word in (("regressed", "op-regression", "slower"),
                               ("improved", "op-improvement", "faster")):
-        rows = ops[ops["status"] == status].sort_values("delta_us", key=np.abs, ascending=False,
-                                                        kind="stable")
+        rows = pd.concat([ops[ops["status"] == status],
+                          _counted_and_moved(cmp, ops, status, list(groups))])
+        rows = rows.sort_values("delta_us", key=np.abs, ascending=False, kind="stable")
         if len(rows):
             top = ", ".join(f"{r.op_type} {_short(r.input_shapes)} "
                             f"{r.instance_change_pct:+.1f}% per instance"
+                            + (f" (count also changed, {r.base_count:g} → {r.new_count:g} "
+                               "per step)" if r.status == "count-changed" else "")
                             for r in rows.head(3).itertuples())
             findings.append(Finding(fid, "medium" if status == "regressed" else "info",
                                     f"{len(rows)} operator(s) significantly {word} per "

@@ -88,8 +88,18 @@ def _findings(summary: CandidatesSummary) -> list[Block]:
     return [Heading(2, inline("Top findings"), "findings"), Bullets(tuple(items))]
 
 
-MARKS = {"unchanged": " ~", "added": " (added)", "removed": " (removed)", "mc2": " (MC2)",
+MARKS = {"unchanged": " ~", "not-significant": " ~", "untested": " (untested)",
+         "added": " (added)", "removed": " (removed)", "mc2": " (MC2)",
          "count-changed": " (count)", "reshaped": " (reshaped)"}
+
+
+def _mark(status: str | None, below: bool, tested: bool) -> str:
+    """The status mark beside a Δ: † for a significant change under the threshold."""
+    if below:
+        return f" {fmt.BELOW_MARK}"
+    if status == "unchanged" and not tested:
+        return MARKS["untested"]
+    return MARKS.get(status or "", "")
 
 
 def _movers(summary: CandidatesSummary) -> list[Block]:
@@ -99,17 +109,22 @@ def _movers(summary: CandidatesSummary) -> list[Block]:
                *[f"Δ {c.label}" for c in summary.candidates])
     rows = []
     for m in summary.movers:
+        below = m.below_threshold or (False,) * len(m.status)
+        tested = m.tested or (True,) * len(m.status)
         cells = [cell("–") if d is None else
-                 cell(f"{fmt.us(d, signed=True)}{MARKS.get(s or '', '')}", sort=d)
-                 for d, s in zip(m.delta_us, m.status)]
+                 cell(f"{fmt.us(d, signed=True)}{_mark(s, b, t)}", sort=d)
+                 for d, s, b, t in zip(m.delta_us, m.status, below, tested)]
         rows.append((cell(m.op_type), cell(code(fmt.shapes(m.input_shapes or "*"))),
                      cell(fmt.us(m.base_total_us), sort=m.base_total_us), *cells))
     return [Heading(2, inline("Largest operator movers"), "movers"),
-            Paragraph(inline("Δ time per step and rank, new − base, in each candidate. ~: not "
-                             "significant; (count): instances per step changed, not their "
-                             "speed; (MC2): part of an MC2 "
-                             "fusion change (see that candidate's report); –: the key is not "
-                             "in that pair; *: no input shapes recorded.")),
+            Paragraph(inline("Δ time per step and rank, new − base, in each candidate. No "
+                             "mark: regressed or improved (significant, ≥ the threshold); ",
+                             fmt.BELOW_MARK, ": significant, under the threshold; ~: not "
+                             "significant; (untested): "
+                             "too few instances for a test; (count): instances per step "
+                             "changed, not their speed; (MC2): part of an MC2 fusion change "
+                             "(see that candidate's report); –: the key is not in that pair; "
+                             "*: no input shapes recorded.")),
             Table(headers, tuple(rows), ("left", "left") + ("right",) * (len(headers) - 2),
                   sortable=True)]
 

@@ -5,8 +5,12 @@ Charts a reviewer can trust at a glance:
 * every value axis starts at zero (a +8 % step is drawn as +8 %, not as 2×);
 * colours from the Okabe-Ito palette, safe for colour-blind readers and in grey print:
   base sky blue, new orange; slower vermillion, faster blue; each with a legend;
-* changes that are not significant (status ``unchanged``, shown ``~`` in the tables) are
-  drawn light and hatched;
+* the status rules hold in the pictures too: only ``regressed``/``improved`` keys are
+  drawn slower/faster at full colour; ``not-significant`` keys (``~`` in the tables) light
+  and hatched, ``untested`` ones light and dotted; keys the rules never call slower or
+  faster (added, removed, reshaped, count-changed, unchanged) neutral grey with their word;
+* one bar ten times the next would flatten every other: the axis is then symlog;
+* the per-rank heatmap's scale is fixed (±20 %), values beyond it clipped and labelled;
 * every label sits on the bar or line it names; legends sit outside the data;
 * no chart without data: ``draw_charts`` leaves a chart out (and the report says why)
   rather than draw an empty frame.
@@ -42,6 +46,13 @@ STACK = (("computing", "Computing", "#0072B2"),
          ("free", "Free", "#BBBBBB"),
          ("bubble", "Bubble", "#CC79A7"))
 NOT_SIGNIFICANT: dict[str, Any] = {"alpha": 0.45, "hatch": "///"}
+UNTESTED: dict[str, Any] = {"alpha": 0.45, "hatch": "..."}
+NEUTRAL = "#BBBBBB"
+# Statuses drawn in the slower/faster colours; the rest are never called slower or faster.
+SPEED_STYLES: dict[str, dict[str, Any]] = {"regressed": {}, "improved": {},
+                                           "not-significant": NOT_SIGNIFICANT,
+                                           "untested": UNTESTED}
+HEATMAP_LIMIT_PCT = 20.0  # the heatmap's fixed scale: ±20 %, beyond it clipped
 plt.rcParams.update({"svg.hashsalt": "cann-diff", "font.size": 10, "hatch.linewidth": 0.6})
 MEMORY_SIZE = (8.0, 4.0)  # inches; with DPI 100 → 800 × 400 px
 MARKER_MAX_POINTS = 60
@@ -55,6 +66,22 @@ def _save(fig, path: Path) -> Path:
     finally:
         plt.close(fig)
     return path
+
+
+LABEL_WIDTH = 34  # characters per line of a run's label in a legend
+LABEL_LINES = 3
+
+
+def short(label: str, width: int = LABEL_WIDTH, lines: int = LABEL_LINES) -> str:
+    """A run label for a legend, wrapped: at most ``lines`` lines of ``width``.
+
+    The middle is cut when longer, so that two labels that differ anywhere still differ;
+    the tables and report.json keep the whole label.
+    """
+    if len(label) > width * lines:
+        keep = width * lines - 1
+        label = label[:keep // 2] + "…" + label[-(keep - keep // 2):]
+    return "\n".join(label[i:i + width] for i in range(0, len(label), width))
 
 
 def _ms(us: float | None) -> float:
@@ -76,7 +103,7 @@ def _stack(report: Report) -> list[tuple[str, str, str]]:
 def step_breakdown_figure(report: Report):
     """Stacked bars of the step (Stage) per run: computing, exposed communication, free."""
     breakdown = report.step.breakdown
-    labels = [report.base.label, report.new.label]
+    labels = [f"base\n{short(report.base.label, 24)}", f"new\n{short(report.new.label, 24)}"]
     fig, ax = plt.subplots(figsize=(SIZE[0], 3.2), layout="constrained")
     left = [0.0, 0.0]
     for key, name, colour in _stack(report):
@@ -104,7 +131,7 @@ def waterfall_figure(report: Report):
     steps = [(name, _ms(breakdown.get(key).delta_us)) for key, name, _ in _stack(report)
              if breakdown.get(key).delta_us is not None]
     fig, ax = plt.subplots(figsize=SIZE, layout="constrained")
-    names = [report.base.label, *[f"Δ {n.lower()}" for n, _ in steps], report.new.label]
+    names = ["base step", *[f"Δ {n.lower()}" for n, _ in steps], "new step"]
     scale = max(base, new, 1e-9)
     ax.bar(0, base, color=BASE, edgecolor=INK, linewidth=0.5)
     ax.text(0, base, f"{base:,.2f}", ha="center", va="bottom")
@@ -129,8 +156,8 @@ def waterfall_figure(report: Report):
     ax.set_ylabel("ms per step (axis from 0)")
     ax.set_title(f"Where the step time went ({report.step.delta_pct:+.1f}%)"
                  if report.step.delta_pct is not None else "Where the step time went")
-    handles = [Patch(color=BASE, label=f"base: {report.base.label}"),
-               Patch(color=NEW, label=f"new: {report.new.label}"),
+    handles = [Patch(color=BASE, label=f"base: {short(report.base.label)}"),
+               Patch(color=NEW, label=f"new: {short(report.new.label)}"),
                Patch(color=SLOWER, label="adds time (slower)"),
                Patch(color=FASTER, label="saves time (faster)")]
     fig.legend(handles=handles, loc="outside right upper", fontsize=9, frameon=False)
@@ -151,10 +178,24 @@ def movers(report: Report, n: int = 12) -> list[OperatorRow]:
 
 
 def _label(op: OperatorRow) -> str:
-    shapes = op.input_shapes or "*"
+    shapes = op.input_shapes or ("(other shapes)" if op.base_input_shapes
+                                 or op.new_input_shapes else "*")
     shapes = shapes if len(shapes) <= 28 else shapes[:27] + "…"
-    tag = "" if op.status in ("regressed", "improved", "unchanged") else f" [{op.status}]"
+    tag = "" if op.status in ("regressed", "improved") else f" [{op.status}]"
     return f"{op.op_type} {shapes}{tag}"
+
+
+def _bar_style(op: OperatorRow, delta: float) -> dict[str, Any]:
+    """Colour and pattern of one key's bar, as the status rules allow."""
+    if op.status in SPEED_STYLES:
+        return {"color": SLOWER if delta > 0 else FASTER, **SPEED_STYLES[op.status]}
+    return {"color": NEUTRAL}
+
+
+def _needs_symlog(deltas: list[float]) -> bool:
+    """One bar more than ten times the next: a linear axis would hide every other bar."""
+    sizes = sorted((abs(d) for d in deltas if d == d), reverse=True)
+    return len(sizes) >= 2 and sizes[1] > 0 and sizes[0] > 10 * sizes[1]
 
 
 def _delta_text(ms: float) -> str:
@@ -172,28 +213,40 @@ def top_movers_figure(report: Report, n: int = 12):
                            layout="constrained")
     deltas = [op.delta_us / 1000 for op in rows]
     for y, (op, delta) in enumerate(zip(rows, deltas)):
-        style = NOT_SIGNIFICANT if op.status == "unchanged" else {}
-        ax.barh(y, delta, color=SLOWER if delta > 0 else FASTER, edgecolor=INK,
-                linewidth=0.4, **style)
+        ax.barh(y, delta, edgecolor=INK, linewidth=0.4, **_bar_style(op, delta))
         ax.text(delta, y, f" {_delta_text(delta)} ", va="center",
                 ha="left" if delta >= 0 else "right", fontsize=8)
     ax.set_yticks(range(len(rows)), [_label(op) for op in rows])
     ax.axvline(0, color=INK, linewidth=0.8)
     ax.invert_yaxis()
     low, high = min(0.0, *deltas), max(0.0, *deltas)
-    pad = 0.3 * ((high - low) or 1.0)  # room for the value labels on both ends
-    ax.set_xlim(low - pad, high + pad)
-    ax.set_xlabel("Δ time per step, ms (new − base)")
+    if _needs_symlog(deltas):
+        second = sorted((abs(d) for d in deltas), reverse=True)[1]
+        ax.set_xscale("symlog", linthresh=max(second / 10, 1e-6))
+        # Room for the labels: a decade and more beyond the longest bar on either side.
+        ax.set_xlim(low * 12 if low < 0 else -second / 10, high * 12 if high > 0 else second / 10)
+        scale = "symlog: one bar > 10× the next"
+    else:
+        pad = 0.3 * ((high - low) or 1.0)  # room for the value labels on both ends
+        ax.set_xlim(low - pad, high + pad)
+        scale = "linear"
+    ax.set_xlabel(f"Δ ms per step, new − base ({scale})")
     ax.set_title("Top movers")
     handles = [Patch(color=SLOWER, label="slower"), Patch(color=FASTER, label="faster"),
                Patch(facecolor=GREY, edgecolor=INK, label="~ not significant", linewidth=0.4,
-                     **NOT_SIGNIFICANT)]
+                     **NOT_SIGNIFICANT),
+               Patch(facecolor=GREY, edgecolor=INK, label="untested (too few instances)",
+                     linewidth=0.4, **UNTESTED),
+               Patch(facecolor=NEUTRAL, edgecolor=INK, linewidth=0.4,
+                     label="[added, removed, reshaped, count-changed, unchanged]: never "
+                           "called slower or faster")]
     notes = [note for note, shown in (
-        (NO_SHAPES, any(not op.input_shapes for op in rows)),
+        (NO_SHAPES, any(not (op.input_shapes or op.base_input_shapes or op.new_input_shapes)
+                        for op in rows)),
         ("MC2 fused / split operators are in the MC2 fusion section, not here",
          any(op.fusion or op.base_claimed or op.new_claimed for op in report.operators)))
         if shown]
-    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=9,
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=9,
                frameon=False, title="\n".join(notes) or None, title_fontsize=8)
     return fig
 
@@ -247,21 +300,26 @@ def rank_heatmap_figure(report: Report):
 
     fields, ranks, grid = _rank_grid(report)
     fig, ax = plt.subplots(figsize=(SIZE[0], 1.4 + 0.45 * len(fields)), layout="constrained")
-    limit = max(float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 1.0, 1.0)
+    limit = HEATMAP_LIMIT_PCT  # fixed, so that +5.9 % and +171 % do not look alike
     ax.set_facecolor("#EEEEEE")
     ax.patch.set_hatch("xx")
     ax.patch.set_edgecolor("#BBBBBB")
-    image = ax.imshow(grid, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
-    if len(ranks) <= ANNOTATE_MAX_RANKS:
-        for (i, j), value in np.ndenumerate(grid):
-            if value == value:
-                ax.text(j, i, f"{value:+.1f}%", ha="center", va="center", fontsize=8,
-                        color="white" if abs(value) > 0.6 * limit else INK)
+    image = ax.imshow(np.clip(grid, -limit, limit), cmap="RdBu_r", vmin=-limit, vmax=limit,
+                      aspect="auto")
+    for (i, j), value in np.ndenumerate(grid):  # every cell when few, else the clipped
+        if value == value and (len(ranks) <= ANNOTATE_MAX_RANKS or abs(value) > limit):
+            ax.text(j, i, f"{value:+.0f}%" if abs(value) > limit else f"{value:+.1f}%",
+                    ha="center", va="center", fontsize=8 if len(ranks) <= 32 else 6,
+                    color="white" if abs(value) > 0.6 * limit else INK)
     ax.set_yticks(range(len(fields)), [name for _, name in fields])
     step = max(1, len(ranks) // 32)
     ax.set_xticks(range(0, len(ranks), step), [str(r.rank) for r in ranks][::step])
     ax.set_xlabel("rank (hatched: no Δ% — the rank is in one run only, or its base is 0)")
-    fig.colorbar(image, ax=ax, label="Δ% new vs base")
+    clipped = bool((np.abs(grid[np.isfinite(grid)]) > limit).any())
+    bar = fig.colorbar(image, ax=ax, extend="both" if clipped else "neither",
+                       label=f"Δ% new vs base, ±{limit:g} %" + (" (clipped)" if clipped
+                                                                else ""))
+    bar.ax.tick_params(labelsize=8)
     ax.set_title("Per-rank change")
     return fig
 
@@ -276,7 +334,7 @@ def rank_steps_figure(report: Report):
     for offset, prefix, side, colour in ((-0.2, "base", report.base, BASE),
                                          (0.2, "new", report.new, NEW)):
         values = [_ms(getattr(r, f"{prefix}_stage")) for r in ranks]
-        ax.bar(x + offset, values, width=0.4, color=colour, label=f"{prefix}: {side.label}")
+        ax.bar(x + offset, values, width=0.4, color=colour, label=f"{prefix}: {short(side.label)}")
     step = max(1, len(ranks) // 32)
     ax.set_xticks(x[::step], [str(r.rank) for r in ranks][::step])
     ax.set_xlabel("rank")
@@ -300,8 +358,8 @@ def families_figure(report: Report):
                            layout="constrained")
     base = [_ms(f.base_total_us) for f in rows]
     new = [_ms(f.new_total_us) for f in rows]
-    ax.barh(y - 0.2, base, height=0.4, color=BASE, label=f"base: {report.base.label}")
-    ax.barh(y + 0.2, new, height=0.4, color=NEW, label=f"new: {report.new.label}")
+    ax.barh(y - 0.2, base, height=0.4, color=BASE, label=f"base: {short(report.base.label)}")
+    ax.barh(y + 0.2, new, height=0.4, color=NEW, label=f"new: {short(report.new.label)}")
     for i, f in enumerate(rows):
         top = max(base[i], new[i])
         ax.text(top, i, f"  Δ {_delta_text(_ms(f.delta_us))}", va="center", fontsize=8)
@@ -350,7 +408,8 @@ def draw_families(report: Report, path: Path) -> Path:
 def candidates_figure(summary: CandidatesSummary):
     """Stacked bars of the step per run, baseline first: computing, exposed comm, free."""
     first = summary.candidates[0]
-    labels = [f"{summary.base.label} (base)", *[c.label for c in summary.candidates]]
+    labels = [f"{short(summary.base.label)} (base)",
+              *[short(c.label) for c in summary.candidates]]
     parts = (("computing", "Computing", STACK[0][2]),
              ("exposed_communication", "Exposed communication", STACK[1][2]),
              ("free", "Free", STACK[2][2]))

@@ -20,6 +20,7 @@ from .document import (
     Findings,
     Footnotes,
     Heading,
+    Inline,
     Paragraph,
     Table,
     Warnings,
@@ -136,7 +137,7 @@ def _compute_split(report: Report) -> list[Block]:
     rows.append((cell(strong("Δ Computing (step_trace_time)")),
                  cell(strong(fmt.ms(split.delta_computing_us, signed=True)))))
     return [Paragraph(inline(strong("Where Δ Computing went"), " (ms per step; the rows sum "
-                             "to Δ Computing):")),
+                             "to Δ Computing): ", split.sentence)),
             Table(("part", "Δ ms"), tuple(rows), ("left", "right"))]
 
 
@@ -204,23 +205,23 @@ def _communication(report: Report) -> list[Block]:
 def _operator_rows(ops: list[OperatorRow], notes: Footnotes) -> tuple[tuple[Cell, ...], ...]:
     rows = []
     for op in ops:
-        mark = notes.mark(RUNG_NOTES[op.match_kind]) if op.match_kind in RUNG_NOTES else ""
-        small = min(op.base_instances, op.new_instances)
-        if 0 < small < 4:
-            mark += notes.mark("Fewer than 4 instances on a side: Mann-Whitney cannot reach "
-                               "p < 0.05; the change is shown as ~.")
+        marks = [notes.mark(RUNG_NOTES[op.match_kind])] if op.match_kind in RUNG_NOTES else []
+        if op.base_instances and op.new_instances and op.same_shape and not op.tested:
+            marks.append(notes.mark("Untested: with these instance counts no test can reach "
+                                    "p < α (Mann-Whitney's smallest p is 2 / C(n + m, n)); "
+                                    "the change is shown, never called slower or faster."))
         claimed = op.new_claimed or op.base_claimed
         if claimed:
-            mark += notes.mark(inline(
+            marks.append(notes.mark(inline(
                 "Part of this key's instances belong to an MC2 fusion change (see the MC2 "
                 "fusion section): ", f"{fmt.count(op.base_claimed or 0)} per step in base, "
-                f"{fmt.count(op.new_claimed or 0)} in new."))
+                f"{fmt.count(op.new_claimed or 0)} in new.")))
         if op.below_threshold:
-            mark += notes.mark(f"{fmt.BELOW_MARK} significant, but under the threshold: "
-                               "shown with its % and not called regressed/improved.")
-        shapes = inline(code(fmt.shapes(op.input_shapes)),
-                        "" if op.input_shapes else notes.mark(NO_SHAPES))
-        rows.append((cell(op.op_type, mark), Cell(shapes),
+            marks.append(notes.mark(f"{fmt.BELOW_MARK} significant, but under the threshold: "
+                                    "shown with its % and not called regressed/improved."))
+        # Several marks apart, so that ⁶ and ⁴ do not read as note 64.
+        mark = MARK_GAP.join(marks)
+        rows.append((cell(op.op_type, mark), Cell(_shapes_cell(op, notes)),
                      cell(f"{fmt.count(op.base_count)} → {fmt.count(op.new_count)}",
                           sort=op.new_count - op.base_count),
                      cell(fmt.us(op.base_total_us), sort=op.base_total_us),
@@ -228,10 +229,24 @@ def _operator_rows(ops: list[OperatorRow], notes: Footnotes) -> tuple[tuple[Cell
                      cell(fmt.us(op.delta_us, signed=True), sort=op.delta_us),
                      cell(_effects(op), sort=op.count_effect_us),
                      cell(fmt.status_mark(op.status, op.instance_change_pct,
-                                          op.below_threshold), sort=op.instance_change_pct),
+                                          op.below_threshold, op.tested),
+                          sort=op.instance_change_pct),
                      cell(fmt.p_value(op.p_value), sort=op.p_value),
                      cell(op.ci_note or fmt.interval(op.ci_low, op.ci_high), sort=op.ci_low)))
     return tuple(rows)
+
+
+MARK_GAP = "\u2009"  # a thin space between footnote marks
+
+
+def _shapes_cell(op: OperatorRow, notes: Footnotes) -> Inline:
+    """The key's shapes; a key paired across shapes shows both; ``*`` only when none."""
+    if op.input_shapes:
+        return inline(code(fmt.shapes(op.input_shapes)))
+    if op.base_input_shapes or op.new_input_shapes:
+        return inline(code(fmt.shapes(op.base_input_shapes or "–", 18)), " → ",
+                      code(fmt.shapes(op.new_input_shapes or "–", 18)))
+    return inline(code(fmt.shapes(op.input_shapes)), notes.mark(NO_SHAPES))
 
 
 def _effects(op: OperatorRow) -> str:
@@ -260,6 +275,15 @@ def _operators(report: Report, charts: Collection[str], notes: Footnotes) -> lis
         blocks.append(section(title, anchor))
         blocks.append(_op_table(rows, notes) if rows else Paragraph(
             inline(f"No operator {status} per instance, significantly and by ≥ {pct}.")))
+    unproven = [op for op in plain if op.status in ("not-significant", "untested")]
+    if unproven:
+        blocks += [section(f"Moved by ≥ {pct}, not established", "not-established"),
+                   Paragraph(inline(f"These keys moved per instance by at least {pct}, but "
+                                    "no test establishes it: ", code("~"), " tested, not "
+                                    f"significant at α = {report.thresholds.alpha:g}; ",
+                                    code("untested"), ": too few instances for any test "
+                                    "to reach α. Neither is called slower or faster.")),
+                   _op_table(unproven[: report.top_n], notes)]
     counted = [op for op in plain if op.status == "count-changed"][: report.top_n]
     if counted:
         blocks += [section("Count changed (instances per step, not speed)", "count-changed"),
@@ -276,7 +300,7 @@ def _operators(report: Report, charts: Collection[str], notes: Footnotes) -> lis
                    _op_table(reshaped, notes)]
     quiet = [op for op in plain if op.status == "unchanged"][: report.top_n]
     if quiet:
-        blocks += [section(f"Below the bar (not significant, or smaller than {pct})", "below"),
+        blocks += [section(f"Below the bar (smaller than {pct} per instance)", "below"),
                    Paragraph(inline(code("~"), f": not significant at α = "
                                     f"{report.thresholds.alpha:g}; ", code(fmt.BELOW_MARK),
                                     f": significant, but smaller than {pct} per instance.")),
@@ -382,8 +406,8 @@ def _groups(report: Report) -> list[Block]:
                      cell(f"{fmt.count(g.base_ops)} → {fmt.count(g.new_ops)}", sort=g.new_ops),
                      cell(fmt.ms(g.base_elapse_us), sort=g.base_elapse_us),
                      cell(fmt.ms(g.new_elapse_us), sort=g.new_elapse_us),
-                     cell(fmt.ms(g.base_transit_us), sort=g.base_transit_us),
-                     cell(fmt.ms(g.new_transit_us), sort=g.new_transit_us),
+                     cell(fmt.us(g.base_transit_us), sort=g.base_transit_us),
+                     cell(fmt.us(g.new_transit_us), sort=g.new_transit_us),
                      cell(f"{_ratio(g.base_wait_ratio)} → {_ratio(g.new_wait_ratio)}",
                           sort=g.new_wait_ratio),
                      cell(links or "–")))

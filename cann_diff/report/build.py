@@ -116,7 +116,8 @@ def _compute(analysis: Analysis) -> ComputeSplitResult:
                               clean(split.delta_computing_us),
                               tuple(ComputeRow(name, label, clean(value))
                                     for name, label, value in split.rows()),
-                              frozen(split.like_for_like_by_family))
+                              frozen(split.like_for_like_by_family),
+                              analysis.compute_sentence)
 
 
 def _fusion(group: FusionGroup) -> FusionRow:
@@ -253,16 +254,20 @@ def _movers(reports: Sequence[Report], limit: int) -> tuple[Mover, ...]:
         for op in report.operators:
             entry = keys.setdefault((op.op_type, op.input_shapes),
                                     {"base": op.base_total_us or None, "delta": {},
-                                     "status": {}})
+                                     "status": {}, "below": {}, "tested": {}})
             entry["delta"][column] = op.delta_us
             claimed = op.fusion or op.base_claimed or op.new_claimed
             entry["status"][column] = "mc2" if claimed else op.status
+            entry["below"][column] = bool(op.below_threshold)
+            entry["tested"][column] = bool(op.tested)
     ranked = sorted(keys.items(), key=lambda kv: (-max(abs(d or 0) for d in
                                                        kv[1]["delta"].values()), kv[0]))
     n = len(reports)
     return tuple(Mover(op_type, shapes, entry["base"],
                        tuple(entry["delta"].get(i) for i in range(n)),
-                       tuple(entry["status"].get(i) for i in range(n)))
+                       tuple(entry["status"].get(i) for i in range(n)),
+                       tuple(entry["below"].get(i, False) for i in range(n)),
+                       tuple(entry["tested"].get(i, False) for i in range(n)))
                  for (op_type, shapes), entry in ranked[:limit])
 
 

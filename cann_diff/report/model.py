@@ -166,6 +166,7 @@ class ComputeSplitResult:
     delta_computing_us: float | None
     rows: tuple[ComputeRow, ...]
     like_for_like_by_family: Mapping[str, float]
+    sentence: str = ""
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,7 @@ class OperatorRow:
     base_claimed: float | None = None
     new_claimed: float | None = None
     mc2_us: float | None = None
+    tested: bool = False
 
 
 @dataclass(frozen=True)
@@ -683,6 +685,8 @@ class Mover:
     base_total_us: float | None
     delta_us: tuple[float | None, ...]
     status: tuple[str | None, ...]
+    below_threshold: tuple[bool, ...] = ()  # per candidate: significant, under the threshold
+    tested: tuple[bool, ...] = ()  # per candidate: its sample sizes could reach α
 
 
 @dataclass(frozen=True)

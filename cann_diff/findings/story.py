@@ -1,0 +1,314 @@
+"""The sentences a reviewer reads, built from signed, named parts — never from other text.
+
+Every number in a sentence comes from a ``Part``: a name, a signed µs per step and, for an
+operator or a family, the status that backs it. A part is quoted with its own sign; an
+example quoted for a part has that part's sign and carries its status mark. The parts
+travel with the finding (``Finding.data["parts"]``) so that a test can hold each number
+of the text against them.
+
+* ``step_parts``: Δ Stage = Δ Computing + Δ exposed communication + Δ Free; every part
+  holding at least ``headline_share`` (20 %) of |Δ step| is named, largest first, and more
+  until the named parts cover at least 80 % of it. Bubble and Preparing are other
+  figures (Stage excludes them) and are named when they move as much.
+* ``compute_parts``: Δ Computing split once (compute_split.py): like-for-like kernels,
+  kernels only in base, only in new, count changes, reshaped keys, MC2, the rest.
+* ``comm_parts``: exposed communication by collective type, and which part of the
+  elapsed time grew (transfer, waiting, idle), with its numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from .. import format as fmt
+from ..compare import SAME_SHAPE_KINDS, Comparison
+from .base import ms
+from .compute_split import ComputeSplit
+
+# Share of |Δ step| a part needs to be named, and the share the named parts must cover.
+NAMED_SHARE = 0.2
+COVERED_SHARE = 0.8
+STEP_PARTS = (("computing", "computing"), ("communication_not_overlapped",
+                                            "exposed communication"),
+              ("free", "Free (device idle)"))
+OTHER_PARTS = (("bubble", "Bubble"), ("preparing", "Preparing (host before the first kernel)"))
+MARKS = {"regressed": "regressed", "improved": "improved", "not-significant": "~",
+         "untested": "untested", "unchanged": "under the threshold",
+         "count-changed": "count changed", "added": "only in new", "removed": "only in base",
+         "reshaped": "reshaped"}
+
+
+@dataclass(frozen=True)
+class Part:
+    """One signed, named figure of a sentence: µs per step; ``status`` backs an operator."""
+
+    name: str
+    delta_us: float
+    status: str | None = None
+
+    def text(self, nested: bool = False) -> str:
+        """``name +1.23 ms`` with its status mark, when it has one.
+
+        ``nested``: inside parentheses already, the mark follows a comma.
+        """
+        mark = MARKS.get(self.status, self.status) if self.status else ""
+        if not mark:
+            return f"{self.name} {signed_ms(self.delta_us)}"
+        return f"{self.name} {signed_ms(self.delta_us)}" + (f", {mark}" if nested
+                                                             else f" ({mark})")
+
+
+def signed_ms(us: float) -> str:
+    """µs as signed ms text: ``+1.23 ms``, ``-0.45 ms``."""
+    return f"{fmt.ms(us, signed=True)} ms"
+
+
+def parts_data(parts: list[Part]) -> list[dict]:
+    """The parts as JSON-ready data (``Finding.data["parts"]``)."""
+    return [asdict(p) for p in parts]
+
+
+# --------------------------------------------------------------------------- the step
+
+
+def step_parts(cmp: Comparison) -> list[Part]:
+    """The parts of the step change a sentence must name (see the module docstring)."""
+    s = cmp.step
+    step = s.delta_us
+    if not math.isfinite(step) or step == 0:
+        return []
+    parts = [Part(label, s.breakdown[name]["delta_us"]) for name, label in STEP_PARTS
+             if not fmt.is_missing(s.breakdown.get(name, {}).get("delta_us"))]
+    parts.sort(key=lambda p: -abs(p.delta_us))
+    named = [p for p in parts if abs(p.delta_us) >= NAMED_SHARE * abs(step)]
+    for part in parts:
+        if abs(step - sum(p.delta_us for p in named)) <= (1 - COVERED_SHARE) * abs(step):
+            break
+        if part not in named:
+            named.append(part)
+    named.sort(key=lambda p: -abs(p.delta_us))
+    others = [Part(label, s.breakdown[name]["delta_us"]) for name, label in OTHER_PARTS
+              if not fmt.is_missing(s.breakdown.get(name, {}).get("delta_us"))
+              and abs(s.breakdown[name]["delta_us"]) >= NAMED_SHARE * abs(step)]
+    return named + others
+
+
+# --------------------------------------------------------------------------- computing
+
+
+def _dominant_status(keys: pd.DataFrame) -> str | None:
+    """The status of the key carrying most of a family's effect."""
+    if keys.empty:
+        return None
+    return str(keys.loc[keys["effect"].abs().idxmax(), "status"])
+
+
+def like_for_like_examples(cmp: Comparison, sign: float, n: int = 3) -> list[Part]:
+    """The families whose like-for-like kernels moved most in the direction ``sign``.
+
+    Amounts are the family sums of the per-instance effect (the like-for-like row of
+    "Where Δ Computing went", by family), only those of the part's sign; each carries
+    the status of the key that moved most that way.
+    """
+    ops = cmp.operators
+    same = ops[ops["match_kind"].isin(SAME_SHAPE_KINDS) & (ops["category"] != "communication")
+               & (ops["base_instances"] > 0) & (ops["new_instances"] > 0)]
+    keys = pd.DataFrame({"family": same["family"].astype(str),
+                         "effect": same["instance_effect_us"].astype(float),
+                         "status": same["status"].astype(str)})
+    totals = keys.groupby("family")["effect"].sum()
+    totals = totals[totals * sign > 0].sort_values(key=abs, ascending=False)
+    return [Part(family, float(total), _dominant_status(
+        keys[(keys["family"] == family) & (keys["effect"] * sign > 0)]))
+        for family, total in totals.head(n).items()]
+
+
+def _one_side_examples(cmp: Comparison, status: str, n: int = 3) -> list[Part]:
+    ops = cmp.operators
+    rows = ops[(ops["status"] == status) & (ops["category"] != "communication")]
+    totals = rows.groupby(rows["family"].astype(str))["delta_us"].sum()
+    totals = totals.sort_values(key=abs, ascending=False)
+    return [Part(family, float(total)) for family, total in totals.head(n).items()]
+
+
+def _quoted(examples: list[Part]) -> str:
+    return f" ({'; '.join(p.text(nested=True) for p in examples)})" if examples else ""
+
+
+def compute_parts(cmp: Comparison, split: ComputeSplit) -> tuple[str, list[Part]]:
+    """Where Δ Computing went, in words, and the examples it quotes (parts).
+
+    Every sizeable row of the split is said with its sign (its word: fell/rose,
+    faster/slower, no longer run/only in new); like-for-like kernels are always named (they
+    answer "did the kernels get faster?"), the other rows when they hold at least a tenth
+    of the largest row. The parts are the families quoted for a row, each with its sign.
+    """
+    rows = [("like_for_like_us", split.like_for_like_us), ("removed_us", split.removed_us),
+            ("added_us", split.added_us), ("count_changed_us", split.count_changed_us),
+            ("reshaped_us", split.reshaped_us), ("mc2_us", split.mc2_us)]
+    largest = max((abs(v) for _, v in rows if math.isfinite(v)), default=0.0)
+    parts: list[Part] = []
+    phrases = []
+    rows.sort(key=lambda row: -abs(row[1]) if math.isfinite(row[1]) else 0.0)
+    for name, value in rows:
+        if not math.isfinite(value) or (name != "like_for_like_us"
+                                        and abs(value) < 0.1 * largest) or value == 0:
+            continue
+        phrases.append(_row_phrase(cmp, name, value, parts))
+    delta = split.delta_computing_us
+    verb = "fell" if delta < 0 else "rose"
+    head = f"computing {verb} by {fmt.ms(abs(delta))} ms" if math.isfinite(delta) else \
+        "computing (no step breakdown)"
+    return f"{head}: {'; '.join(phrases)}" if phrases else head, parts
+
+
+def _row_phrase(cmp: Comparison, name: str, value: float, parts: list[Part]) -> str:
+    """One row of the compute split as a phrase, its examples appended to ``parts``."""
+    amount = f"{fmt.ms(abs(value))} ms"
+    if name == "like_for_like_us":
+        examples = like_for_like_examples(cmp, math.copysign(1.0, value))
+        parts += examples
+        word = "slower" if value > 0 else "faster"
+        return f"like-for-like kernels got {amount} {word}{_quoted(examples)}"
+    if name in ("removed_us", "added_us"):
+        examples = _one_side_examples(cmp, "removed" if name == "removed_us" else "added")
+        parts += examples
+        where = "kernels no longer run" if name == "removed_us" else "kernels run only in new"
+        return f"{fmt.ms(abs(value))} ms of {where}{_quoted(examples)}"
+    if name == "count_changed_us":
+        return f"{signed_ms(value)} from kernels run more or fewer times per step"
+    if name == "reshaped_us":
+        return f"{signed_ms(value)} from reshaped kernels (same family, other shapes)"
+    return f"{signed_ms(value)} from MC2 fused kernels replaced by split ones"
+
+
+# --------------------------------------------------------------------------- communication
+
+
+def collectives_text(cmp: Comparison, parts: list[Part]) -> list[str]:
+    """Each collective part as text, its change of count per step after its sign."""
+    counts = cmp.comm_types.set_index("comm_type")["delta_count"] \
+        if len(cmp.comm_types) else {}
+    out = []
+    for part in parts:
+        more = float(counts.get(part.name, 0.0))
+        text = part.text(nested=True)
+        if abs(more) > 1e-9:
+            extra = f"{abs(more):g} {'more' if more > 0 else 'fewer'} per step"
+            head = f"{part.name} {signed_ms(part.delta_us)}"
+            text = f"{head}, {extra}{text[len(head):]}"
+        out.append(text)
+    return out
+
+
+def collective_parts(cmp: Comparison, n: int = 3) -> list[Part]:
+    """The collective types whose exposed time moved most, with their key's status."""
+    table = cmp.comm_types
+    if table.empty or "delta_exposed_us" not in table:
+        return []
+    moved = table[table["delta_exposed_us"].fillna(0) != 0]
+    moved = moved.reindex(moved["delta_exposed_us"].abs().sort_values(ascending=False).index)
+    ops = cmp.operators
+    status = ops[ops["category"] == "communication"].groupby(
+        ops["op_type"].astype(str))["status"].first()
+    return [Part(str(row.comm_type), float(row.delta_exposed_us),
+                 str(status.get(str(row.comm_type))) if str(row.comm_type) in status else None)
+            for row in moved.head(n).itertuples()]
+
+
+PARTS = (("transit", "transfer"), ("wait", "waiting for a peer"),
+         ("idle", "idle between tasks"))
+
+
+def _grown(cmp: Comparison) -> pd.DataFrame:
+    table = cmp.comm_types
+    return table[(table["delta_count"] > 1e-9) | (table["delta_exposed_us"] > 0)]
+
+
+def _comm_growth(cmp: Comparison) -> tuple[list[str], dict]:
+    parts, data = [], {}
+    for row in _grown(cmp).itertuples():
+        parts.append(f"{row.comm_type} {row.delta_count:+g}/step ({ms(row.delta_us)} time, "
+                     f"{ms(row.delta_exposed_us)} exposed)")
+        data[row.comm_type] = {"delta_count": row.delta_count, "delta_us": row.delta_us,
+                               "delta_exposed_us": row.delta_exposed_us}
+    return parts, data
+
+
+def _part_sums(table: pd.DataFrame) -> dict[str, dict[str, float]] | None:
+    """Transit, wait and idle per step (µs) of both sides, summed over ``table``'s types."""
+    if not all(f"{side}_{part}_us" in table for side in ("base", "new")
+               for part in ("transit", "wait")):
+        return None
+    sums: dict[str, dict[str, float]] = {}
+    for part, _ in PARTS:
+        sums[part] = {}
+        for side in ("base", "new"):
+            if f"{side}_{part}_us" in table:
+                values = table[f"{side}_{part}_us"]
+            elif part == "idle" and f"{side}_elapse_us" in table:  # elapse = transit+wait+idle
+                values = (table[f"{side}_elapse_us"] - table[f"{side}_transit_us"]
+                          - table[f"{side}_wait_us"])
+            else:
+                values = pd.Series(np.nan, index=table.index)
+            sums[part][side] = float(values.fillna(0.0).sum()) if values.notna().any() \
+                else float("nan")
+    return sums
+
+
+def growth_short(cmp: Comparison) -> str:
+    """Which part of the collectives' elapsed time grew most, in a few words, or ``""``."""
+    kind, _, data = growth_kind(cmp)
+    if kind == "unknown":
+        return ""
+    word = {"transfer": "transfer", "waiting": "waiting for a peer",
+            "idle": "idle between tasks"}[kind]
+    part = {"transfer": "transit", "waiting": "wait", "idle": "idle"}[kind]
+    sums = data["parts"][part]
+    count = "more operations" if data["operations"] == "more" else "the same count"
+    return (f"{word} grew {fmt.ms(sums['base'])} → {fmt.ms(sums['new'])} ms per step, "
+            f"with {count}")
+
+
+def growth_kind(cmp: Comparison) -> tuple[str, str, dict]:
+    """Which part of the grown communication grew most, in words, and the figures.
+
+    Returns (kind, sentence, data): kind is ``transfer``, ``waiting``, ``idle`` or
+    ``unknown`` (no communication.json, or no part grew); the sentence names it with its
+    numbers and says "more operations", "slower transfers" (the same count, transit time
+    grew) or "the same operations" (neither).
+    """
+    grown = _grown(cmp)
+    more = float(grown["delta_count"].clip(lower=0).sum()) if len(grown) else 0.0
+    sums = _part_sums(grown if len(grown) else cmp.comm_types)
+    ops = _operations(more, sums)
+    data = {"operations": "more" if more > 1e-9 else "slower", "parts": sums or {}}
+    if not sums:
+        return "unknown", (f"{ops}; without communication.json transfer, waiting and idle "
+                           "time cannot be told apart"), {**data, "kind": "unknown"}
+    growth = {part: sums[part]["new"] - sums[part]["base"] for part, _ in PARTS}
+    finite = {p: g for p, g in growth.items() if math.isfinite(g)}
+    top = max(finite, key=finite.__getitem__) if finite else None
+    if top is None or finite[top] <= 0:
+        return "unknown", f"{ops}; no part of the elapsed time grew", {**data, "kind": "unknown"}
+    words = dict(PARTS)
+    figures = ", ".join(f"{words[p]} {ms(sums[p]['base'])} → {ms(sums[p]['new'])}"
+                        for p, _ in PARTS if p in finite)
+    kind = {"transit": "transfer", "wait": "waiting", "idle": "idle"}[top]
+    return kind, (f"{words[top]} (+{ms(finite[top])} per step; {figures}), from {ops}"), \
+        {**data, "kind": kind}
+
+
+def _operations(more: float, sums: dict | None) -> str:
+    """More operations, or the same ones: slower transfers only when transit time grew."""
+    if more > 1e-9:
+        return f"more operations ({more:+g} per step)"
+    transit = (sums or {}).get("transit", {})
+    grew = math.isfinite(transit.get("new", math.nan) - transit.get("base", math.nan)) and \
+        transit["new"] > transit["base"]
+    return ("slower transfers (same count per step)" if grew
+            else "the same operations (same count per step, transfer did not grow)")
