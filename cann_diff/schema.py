@@ -234,10 +234,21 @@ class RunMeta:
     ``collected`` is the end of collection, ISO 8601 (``…Z`` when the profile recorded
     Unix time, no zone when only a directory name's local time); ``device_count`` counts
     distinct (host, device id) pairs; ``world_size``, ``parallel`` and ``environment`` come
-    from ``profiler_metadata.json``. ``sources`` maps each provenance fact (``cann``,
-    ``torch_npu``, ``driver``, ``device``, ``device_count``, ``profiler_level``,
-    ``collected``, ``host``, ``world_size``, ``parallel``, ``environment``) to the file it
-    was read from or, when unknown, the file that would record it (``read/provenance.py``).
+    from ``profiler_metadata.json``. ``device_hint`` is not the device but what the kernel
+    table's PMU columns imply (``aic_``/``aiv_`` split cores: Ascend910B-class; unprefixed:
+    Ascend910A-class), whether or not the device is recorded. ``profiler_config`` maps each
+    profiler setting of ``profiler_info_<rank>.json`` (``level``, ``with_stack``,
+    ``record_shapes``, ``profile_memory``, ``with_modules``, ``with_flops``, ``l2_cache``,
+    ``aic_metrics``, ``data_simplification``, ``export_type``, ``activities``) to its value
+    as text (``true``/``false``); ``hccl_algorithms`` maps each communication type
+    (``AllReduce``) to its HCCL algorithm (``MESH-RING``; several of one rank joined by
+    ``/``). Ranks that disagree give ``mixed: …`` for a fact or a key. ``sources`` maps each
+    provenance fact (``cann``, ``torch_npu``, ``driver``, ``device``, ``device_count``,
+    ``profiler_level``, ``collected``, ``host``, ``world_size``, ``parallel``,
+    ``environment``) to the file it was read from or, when unknown, the file that would
+    record it (``read/provenance.py``); ``detail_sources`` does the same for
+    ``device_hint``, ``profiler_config``, ``hccl_algorithms`` and ``compute_dtypes`` (the
+    dtype column behind ``Run.dtype_us``).
     """
 
     path: str
@@ -255,6 +266,10 @@ class RunMeta:
     parallel: str | None = None
     environment: str | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
+    device_hint: str | None = None
+    profiler_config: Mapping[str, str] = field(default_factory=dict)
+    hccl_algorithms: Mapping[str, str] = field(default_factory=dict)
+    detail_sources: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """JSON-ready form used by report.json ``base``/``new``."""
@@ -273,6 +288,10 @@ class RunMeta:
             "parallel": self.parallel,
             "environment": self.environment,
             "sources": dict(self.sources),
+            "device_hint": self.device_hint,
+            "profiler_config": dict(self.profiler_config),
+            "hccl_algorithms": dict(self.hccl_algorithms),
+            "detail_sources": dict(self.detail_sources),
         }
 
 
@@ -336,6 +355,9 @@ class Run:
     framework_note: Note | None = None
     # The tables its canonical names were derived with (the package's and the user's maps).
     vocab: Vocabulary = field(default_factory=default_vocabulary)
+    # µs of compute kernels (category ``compute``) per dtype of their first input, summed over
+    # ranks and the steps read; ``""`` where no dtype is recorded. Used as shares.
+    dtype_us: Mapping[str, float] = field(default_factory=dict)
 
 
 def empty_comm() -> pd.DataFrame:

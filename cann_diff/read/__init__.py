@@ -381,7 +381,16 @@ def load_run(path: str | Path, label: str | None = None, *,
     return Run(label or default_label(path), _meta_of(path, fmt, datas), ops, step_frame, comm,
                summary, step_source, tuple(warnings + note),
                _memory_of(datas, keep_rows, steps), without_kernels, framework, framework_note,
-               vocab)
+               vocab, _dtype_us(datas))
+
+
+def _dtype_us(datas: list[RankResult]) -> dict[str, float]:
+    """Compute kernel µs per first-input dtype, summed over the ranks (``Run.dtype_us``)."""
+    total: dict[str, float] = {}
+    for data in datas:
+        for dtype, us in data.dtype_us.items():
+            total[dtype] = total.get(dtype, 0.0) + us
+    return total
 
 
 def _stepped_only(data: RankResult) -> RankResult:
@@ -390,7 +399,10 @@ def _stepped_only(data: RankResult) -> RankResult:
     if kernel_steps is not None:
         kernel_steps = kernel_steps[kernel_steps["step"].notna()]
     ops = data.ops if data.ops is None else data.ops[data.ops["step"].notna().to_numpy()]
-    return replace(data, kernel_steps=kernel_steps, ops=ops)
+    # A rank's kernels all lie in steps or none do (the reduce kept them so): no span, none.
+    unstepped = data.step_spans is not None and data.step_spans.empty
+    return replace(data, kernel_steps=kernel_steps, ops=ops,
+                   dtype_us={} if unstepped else data.dtype_us)
 
 
 def _rows_of(datas: list[RankResult]) -> tuple[pd.DataFrame, pd.DataFrame]:

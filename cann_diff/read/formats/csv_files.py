@@ -97,6 +97,25 @@ def _read_header(path: Path) -> tuple[str, ...]:
     return tuple(h.strip() for h in header)
 
 
+# The PMU columns follow the chip's AI Core layout (docs/formats.md §2.3): cube and vector
+# cores apart carry ``aic_``/``aiv_`` prefixes (Atlas A2/A3: Ascend910B on), one AI Core doing
+# both writes them unprefixed (Ascend910A-style). ``total_cycles`` is in every metric set.
+SPLIT_PMU_PREFIXES = ("aic_", "aiv_")
+UNIFIED_PMU_COLUMN = "total_cycles"
+SPLIT_CORES = "Ascend910B-class (separate cube and vector cores)"
+UNIFIED_CORE = "Ascend910A-class (unified AI Core)"
+
+
+def core_layout_hint(header: list[str]) -> str | None:
+    """The chip class a kernel table's PMU columns imply: a hint, never a recorded device.
+
+    None without PMU columns (Level0, ``aic_metrics=AiCoreNone``).
+    """
+    if any(name.startswith(SPLIT_PMU_PREFIXES) for name in header):
+        return SPLIT_CORES
+    return UNIFIED_CORE if UNIFIED_PMU_COLUMN in header else None
+
+
 def check_unique(path: Path, header: list[str], wanted) -> None:
     """InputError when a column to be read appears more than once in the header.
 

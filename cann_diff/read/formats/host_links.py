@@ -3,7 +3,9 @@
 docs/formats.md §3.3, §7.2: flow events ``torch_to_npu`` (cat ``async_npu``; Kineto's ``ac2g``
 alike) start on the host thread at the launch and end at the kernel's ``ts``. A LinkScan
 keeps them with the framework ops and nn.Module events in the pass that reads the trace;
-``host_links`` turns its column lists into HostLinks (threads as codes, times in ns).
+``host_links`` turns its column lists into HostLinks (threads as codes, times in ns). The
+same pass keeps the HCCL algorithm (``args.alg_type``) of the op-level ``hcom_*`` events,
+for provenance: beside a kernel_details.csv it is the only read of the trace.
 """
 
 from __future__ import annotations
@@ -18,12 +20,22 @@ import pyarrow.compute as pc
 
 from ...errors import SchemaError
 from ...vocab.memo import normalize_distinct
+from ...vocab.names import comm_types
 from .trace_events import DEVICE_PROCESSES, TraceScan, _key, scan_trace, ts_to_ns
 from .trace_select import NotVouched, select_events
 
 FLOW_CATS = {"async_npu", "ac2g"}  # host launch -> device kernel (torch_npu, Kineto)
 HOST_SIDE = FLOW_CATS | {"cpu_op", "python_function"}
 MODULE_PREFIX = "nn.Module: "
+# Op-level collectives (``hcom_allReduce__586_0_1``, no ``cat``) carry the HCCL algorithm in
+# ``args.alg_type`` (``RING-RING``; docs/formats.md §3.1). Their key is what the host-side
+# pass looks for besides HOST_SIDE: a JSON key is a string like any other.
+HCOM_PREFIX = "hcom_"
+ALGORITHM_KEY = "alg_type"
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+WANTED = HOST_SIDE | {ALGORITHM_KEY}
+# (file: key, distinct (communication type, algorithm) pairs): what a reader found.
+Algorithms = tuple[str, tuple[tuple[str, str], ...]]
 
 
 @dataclass
@@ -34,18 +46,20 @@ class HostLinks:
     ``input_shapes``, ``seq`` sequence number or -1, ``forward`` False for autograd
     nodes); ``modules``: ``nn.Module`` events (``thread``, ``start_ns``, ``end_ns``,
     ``name``); ``links``: one row per host→device link (``device_ns`` kernel start,
-    ``thread``, ``launch_ns`` host launch time).
+    ``thread``, ``launch_ns`` host launch time); ``algorithms``: the HCCL algorithms the
+    same pass found (``LinkScan.algorithms``).
     """
 
     ops: pd.DataFrame
     modules: pd.DataFrame
     links: pd.DataFrame
+    algorithms: Algorithms = ("", ())
 
 
 
 @dataclass
 class LinkScan(TraceScan):
-    """A TraceScan that also keeps torch ops, nn.Module events and launch flows.
+    """A TraceScan that also keeps torch ops, nn.Module events, launch flows and algorithms.
 
     One streaming pass serves both levels: a trace-only rank's reader hands its events
     to the TraceScan columns and keeps the host side here (``kernels=True``); beside a
@@ -74,27 +88,43 @@ class LinkScan(TraceScan):
     start_ts: list = field(default_factory=list)
     end_id: list = field(default_factory=list)
     end_ts: list = field(default_factory=list)
+    alg_name: list = field(default_factory=list)
+    alg_type: list = field(default_factory=list)
 
     def consume(self, events) -> None:
         """Keep the host side of ``events``; the device side too when ``kernels``."""
         if self.kernels:
             super().consume(self._tapped(events))
             return
-        keep = self._keep_host
+        for _ in self._tapped(events):
+            pass
+
+    def _tapped(self, events):
+        keep, algorithm = self._keep_host, self._keep_algorithm
         for event in events:
             if event.__class__ is dict:
                 cat = event.get("cat")  # a list or object there is no category
-                if cat.__class__ is str and cat in HOST_SIDE:
-                    keep(event)
-
-    def _tapped(self, events):
-        keep = self._keep_host
-        for event in events:
-            if event.__class__ is dict:
-                cat = event.get("cat")
-                if cat.__class__ is str and cat in HOST_SIDE:
+                if cat is None:  # device tasks and collectives have none
+                    name = event.get("name")
+                    if name.__class__ is str and name.startswith(HCOM_PREFIX):
+                        algorithm(event, name)
+                elif cat.__class__ is str and cat in HOST_SIDE:
                     keep(event)
             yield event
+
+    def _keep_algorithm(self, event: dict, name: str) -> None:
+        args = event.get("args")
+        found = args.get(ALGORITHM_KEY) if args.__class__ is dict else None
+        if found.__class__ is str and event.get("ph") == "X":
+            self.alg_name.append(name)
+            self.alg_type.append(found)
+
+    def algorithms(self) -> Algorithms:
+        """Distinct (communication type, ``args.alg_type``) pairs of the hcom events."""
+        where = f"{self.path.parent.name}/{self.path.name}" \
+            if self.path.parent.name == OUTPUT_DIR else self.path.name
+        pairs = set(zip(comm_types(self.alg_name), self.alg_type))
+        return f"{where}: {HCOM_PREFIX}* args.{ALGORITHM_KEY}", tuple(sorted(pairs))
 
     def _keep_host(self, event) -> None:
         cat, ts = event.get("cat"), event.get("ts")
@@ -160,7 +190,8 @@ class LinkScan(TraceScan):
         modules = _spans(threads(self.mod_pid, self.mod_tid), self.mod_ts, self.mod_dur,
                          self.path, shift)
         modules["name"] = pd.Categorical(self.mod_name)
-        return HostLinks(ops, modules, links[["device_ns", "thread", "launch_ns"]])
+        return HostLinks(ops, modules, links[["device_ns", "thread", "launch_ns"]],
+                         self.algorithms())
 
     def parsed_alike(self) -> bool:
         """True when any parser gives the kept values alike: no float among the exact ones.
@@ -279,7 +310,7 @@ def read_trace_links(trace: Path) -> HostLinks | None:
     """
     scan = LinkScan(trace, kernels=False)
     try:
-        select_events(trace, HOST_SIDE, scan.consume)
+        select_events(trace, WANTED, scan.consume)
         vouched = scan.parsed_alike()
     except NotVouched:
         vouched = False

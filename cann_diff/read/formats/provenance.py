@@ -24,9 +24,18 @@ world_size        ``profiler_metadata.json`` ``distributed_args.world_size`` (Me
 parallel          ``distributed_args``: ``TP 2 · PP 2 · DP 2 · CP 1 · EP 1 · SP``
 environment       the non-empty ``ENV_VARIABLES`` of ``profiler_metadata.json`` or db
                   ``META_DATA`` (``PYTORCH_NPU_ALLOC_CONF=…``), sorted
+device_hint       not the device: the AI Core layout the PMU columns of ``kernel_details.csv``
+                  (or msprof ``op_summary_*.csv``) imply (``aic_``/``aiv_`` or unprefixed)
+profiler_config   per setting (``level``, ``with_stack``, ``l2_cache``, …), the
+                  ``profiler_info_<rank>.json`` ``config`` value as text (``true``/``false``)
+hccl_algorithms   per communication type, the HCCL algorithm (``RING-RING``) its reader
+                  found: db ``COMMUNICATION_OP.algType``, trace ``hcom_*`` ``args.alg_type``
+compute_dtypes    only its file: the dtype column of the kernels (``Run.dtype_us`` is summed
+                  where the rank is reduced)
 ================  ===========================================================================
 
-``read_provenance`` returns the ``RunMeta`` fields; ``sources`` maps every fact to the file
+``read_provenance`` returns the ``RunMeta`` fields; ``sources`` (and ``detail_sources`` for
+the last four facts) maps every fact to the file
 it was read from or, when the value is None, the file that would hold it (``file: key``;
 ``n/a: why`` when the format cannot record it), so that a report can say "not recorded"
 and name the file. Only small metadata files are read (no kernel
@@ -47,13 +56,24 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import CannDiffError, InputError
-from .files import read_bytes
+from . import msprof_dirs
+from .csv_files import core_layout_hint, read_header
+from .files import is_regular, read_bytes
 from .json_files import load_json
 from .sqlite_db import MSPROF_DB, OUTPUT_DIR, connect, find_db, tables_of
 from .values import CHIP_TABLE
 
 FACTS = ("cann", "torch_npu", "driver", "device", "device_count", "profiler_level",
          "collected", "host", "world_size", "parallel", "environment")
+# What a run was collected with beyond its stack (what tells a like-for-like upgrade from
+# another comparison); their files go to ``detail_sources``, so that ``sources`` keeps the
+# facts report.json lists.
+DETAIL_FACTS = ("device_hint", "profiler_config", "hccl_algorithms", "compute_dtypes")
+ALL_FACTS = FACTS + DETAIL_FACTS
+# Facts holding one value per key (setting, communication type); ranks combine per key.
+MAPPED_FACTS = ("profiler_config", "hccl_algorithms")
+# Read by the reduce (Run.dtype_us), not here: only its source is named.
+DTYPE_FACT = "compute_dtypes"
 # Where a fact would be recorded, per reader format, as ``file: key`` (``n/a: why`` when
 # the format cannot record it): named in the report's "not recorded (…)".
 WOULD_HOLD_TORCH = {
@@ -68,6 +88,11 @@ WOULD_HOLD_TORCH = {
     "world_size": "profiler_metadata.json: distributed_args",
     "parallel": "profiler_metadata.json: distributed_args",
     "environment": "profiler_metadata.json: ENV_VARIABLES",
+    "device_hint": "ASCEND_PROFILER_OUTPUT/kernel_details.csv: aic_/aiv_ or unprefixed PMU "
+                   "columns (a hint)",
+    "profiler_config": "profiler_info_<rank>.json: config",
+    "hccl_algorithms": "ASCEND_PROFILER_OUTPUT/trace_view.json: hcom_* args.alg_type",
+    "compute_dtypes": "ASCEND_PROFILER_OUTPUT/kernel_details.csv: Input Data Types",
 }
 WOULD_HOLD_DB = {
     **WOULD_HOLD_TORCH,
@@ -75,6 +100,9 @@ WOULD_HOLD_DB = {
     "device": "ascend_pytorch_profiler_<rank>.db: NPU_INFO",
     "device_count": "ascend_pytorch_profiler_<rank>.db: NPU_INFO",
     "host": "ascend_pytorch_profiler_<rank>.db: HOST_INFO",
+    "device_hint": "n/a: a db export names the device in NPU_INFO",
+    "hccl_algorithms": "ascend_pytorch_profiler_<rank>.db: COMMUNICATION_OP.algType",
+    "compute_dtypes": "ascend_pytorch_profiler_<rank>.db: COMPUTE_TASK_INFO.inputDataTypes",
 }
 WOULD_HOLD_MSPROF = {
     "cann": "host/info.json: cannVersion",
@@ -88,35 +116,70 @@ WOULD_HOLD_MSPROF = {
     "world_size": "n/a: an msprof capture runs below the framework",
     "parallel": "n/a: an msprof capture runs below the framework",
     "environment": "n/a: an msprof capture runs below the framework",
+    "device_hint": "mindstudio_profiler_output/op_summary_*.csv: aic_/aiv_ or unprefixed PMU "
+                   "columns (a hint)",
+    "profiler_config": "n/a: an msprof capture runs below the framework",
+    "hccl_algorithms": "mindstudio_profiler_output/msprof_*.db: COMMUNICATION_OP.algType",
+    "compute_dtypes": "mindstudio_profiler_output/op_summary_*.csv: Input Data Types",
 }
 WOULD_HOLD_KINETO = {
-    **{fact: "n/a: a GPU (Kineto) trace does not record it" for fact in FACTS},
+    **{fact: "n/a: a GPU (Kineto) trace does not record it" for fact in ALL_FACTS},
     "device": "the trace: deviceProperties",
     "device_count": "the trace: deviceProperties",
 }
 WOULD_HOLD_CLUSTER = {fact: "n/a: a cluster_analysis_output records none; see its rank "
-                            "directories" for fact in FACTS}
+                            "directories" for fact in ALL_FACTS}
 # torch_npu writes cann_version and torch_npu_version from 2.1.0-7.0.0 (CANN 8.1.RC1) on.
 PROFILER_INFO_KEYS = {"cann": "cann_version", "torch_npu": "torch_npu_version",
-                      "profiler_level": "_profiler_level", "collected": "end_info"}
+                      "profiler_level": "_profiler_level", "collected": "end_info",
+                      "profiler_config": "config"}
+# profiler_info ``config`` settings that change what a profile holds or costs, in the order
+# a report lists them: (name, section, key). ``level`` is the profiler level again, so that
+# a comparison of settings sees it beside the others.
+PROFILER_SETTINGS = (
+    ("level", "experimental_config", "_profiler_level"),
+    ("with_stack", "common_config", "with_stack"),
+    ("record_shapes", "common_config", "record_shapes"),
+    ("profile_memory", "common_config", "profile_memory"),
+    ("with_modules", "common_config", "with_modules"),
+    ("with_flops", "common_config", "with_flops"),
+    ("l2_cache", "experimental_config", "_l2_cache"),
+    ("aic_metrics", "experimental_config", "_aic_metrics"),
+    ("data_simplification", "experimental_config", "_data_simplification"),
+    ("export_type", "experimental_config", "_export_type"),
+    ("activities", "common_config", "activities"),
+)
+ACTIVITY_PREFIX = "ProfilerActivity."
 PROF_DIR = re.compile(r"^PROF_\d+_(?P<time>\d{17})_[0-9a-zA-Z]+$")
 PARALLEL_KEYS = (("TP", "tensor_model_parallel_size"), ("PP", "pipeline_model_parallel_size"),
                  ("DP", "data_parallel_size"), ("CP", "context_parallel_size"),
                  ("EP", "expert_model_parallel_size"))
+KERNEL_TABLE = "kernel_details.csv"
+DB_FORMATS = ("ascend_db", "ascend_ms_db")
 WORKER_DIR = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)_(?P<time>\d{17})_ascend_(?:pt|ms)$")
 
 
 @dataclass
 class _Found:
-    """Facts of one rank: fact -> (value, file it came from); device ids seen."""
+    """Facts of one rank: fact -> (value, file it came from); device ids seen.
+
+    ``mapped`` holds the MAPPED_FACTS: fact -> key (a setting, a communication type) ->
+    (value, file it came from).
+    """
 
     facts: dict[str, tuple[object, str]] = field(default_factory=dict)
     devices: set[int] = field(default_factory=set)
     looked: dict[str, str] = field(default_factory=dict)  # fact -> file read that lacked it
+    mapped: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
 
     def add(self, fact: str, value, where: str) -> None:
         if fact not in self.facts and value not in (None, "", "N/A"):
             self.facts[fact] = (value, where)
+
+    def add_keyed(self, fact: str, key: str, value, where: str) -> None:
+        keyed = self.mapped.setdefault(fact, {})
+        if key not in keyed and value not in (None, "", "N/A"):
+            keyed[key] = (str(value), where)
 
 
 def _utc(ns: Any) -> str | None:
@@ -164,6 +227,27 @@ def _profiler_info(root: Path, found: _Found, read: tuple[str, object] | None = 
     end = data.get("end_info")
     end = end if isinstance(end, dict) else {}
     found.add("collected", _utc(end.get("collectionTimeEnd")), name)
+    _profiler_settings(config, found, name)
+
+
+def _setting_text(value) -> str | None:
+    """A config value as text: JSON's ``true``/``false``, a list joined, None unknown."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        parts = [str(v).removeprefix(ACTIVITY_PREFIX) for v in value if v is not None]
+        return ", ".join(parts) or None
+    if isinstance(value, (str, int, float)):
+        return str(value).strip() or None
+    return None  # null or an object: not a setting this report can name
+
+
+def _profiler_settings(config: dict, found: _Found, name: str) -> None:
+    """The PROFILER_SETTINGS of one ``config`` object, as text."""
+    for setting, section, key in PROFILER_SETTINGS:
+        part = config.get(section)
+        if isinstance(part, dict):
+            found.add_keyed("profiler_config", setting, _setting_text(part.get(key)), name)
 
 
 def _distributed(args, found: _Found, where: str) -> None:
@@ -221,6 +305,8 @@ def _db(db: Path, found: _Found, label: str) -> None:
                 found.add("device", next((n for _, n in chips if n), None),
                           f"{label}: NPU_INFO")
                 found.devices |= {int(i) for i, _ in chips if str(i).lstrip("-").isdigit()}
+            if "inputDataTypes" in tables.get("COMPUTE_TASK_INFO", set()):
+                found.add(DTYPE_FACT, True, f"{label}: COMPUTE_TASK_INFO.inputDataTypes")
             if "hostName" in tables.get("HOST_INFO", set()):
                 hosts = conn.execute("SELECT hostName FROM HOST_INFO").fetchall()
                 found.add("host", hosts[0][0] if hosts else None, f"{label}: HOST_INFO")
@@ -276,6 +362,51 @@ def _prof_dir(prof: Path, found: _Found, prefix: str) -> None:
                       f"{prefix}{end.relative_to(prof)}")
 
 
+def _kernel_table(root: Path, fmt: str) -> tuple[Path, str] | None:
+    """The rank's kernel_details.csv (or an msprof capture's first op_summary) and its label."""
+    if fmt == "msprof":
+        tables = sorted(p for folder in (root / msprof_dirs.OUTPUT, *root.glob("device_*/summary"))
+                        for p in folder.glob("op_summary_*.csv")
+                        if msprof_dirs.OP_SUMMARY.match(p.name))
+        return (tables[0], str(tables[0].relative_to(root))) if tables else None
+    for table in (root / OUTPUT_DIR / KERNEL_TABLE, root / KERNEL_TABLE):
+        if is_regular(table):
+            return table, str(table.relative_to(root))
+    return None
+
+
+def _pmu_columns(root: Path, fmt: str, found: _Found) -> None:
+    """Device hint and dtype column from the kernel table's header (read once per process)."""
+    table = _kernel_table(root, fmt)
+    if table is None:
+        return
+    try:
+        header = read_header(table[0])
+    except (CannDiffError, OSError):
+        return  # the format reader reports an unreadable table
+    found.looked.setdefault("device_hint", f"{table[1]}: no PMU columns")
+    found.add("device_hint", core_layout_hint(header), f"{table[1]}: PMU columns (a hint)")
+    if fmt not in DB_FORMATS:
+        found.looked.setdefault(DTYPE_FACT, f"{table[1]}: no Input Data Types")
+        if "Input Data Types" in header:
+            found.add(DTYPE_FACT, True, f"{table[1]}: Input Data Types")
+
+
+def _algorithms(info: Mapping, found: _Found) -> None:
+    """HCCL algorithm per communication type, as the reader found them: (file, pairs).
+
+    A rank running one type with several algorithms (per group or message size) names
+    them all, ``NHR/RING``.
+    """
+    where, pairs = info.get("hccl_algorithms") or ("", ())
+    per_type: dict[str, set[str]] = {}
+    for comm_type, algorithm in pairs:
+        if algorithm not in (None, "", "N/A", "NA"):
+            per_type.setdefault(str(comm_type), set()).add(str(algorithm))
+    for comm_type, algorithms in sorted(per_type.items()):
+        found.add_keyed("hccl_algorithms", comm_type, "/".join(sorted(algorithms)), where)
+
+
 def _local_time(stamp: str) -> str | None:
     """``YYYYmmddHHMMSSfff`` (a directory name's stamp) as ISO 8601 without a zone."""
     try:
@@ -305,6 +436,7 @@ def rank_facts(source: Path, fmt: str, info: Mapping | None = None) -> _Found:
     if root.name == OUTPUT_DIR:
         root = root.parent
     _profiler_info(root, found, (info or {}).get("profiler_info"))
+    _algorithms(info or {}, found)
     _profiler_metadata(root, found)
     db = find_db(source) if fmt != "msprof" else None
     if db is not None:
@@ -318,6 +450,7 @@ def rank_facts(source: Path, fmt: str, info: Mapping | None = None) -> _Found:
     else:
         for prof in sorted(p for p in root.glob("PROF_*") if p.is_dir()):
             _prof_dir(prof, found, "PROF_*/")
+    _pmu_columns(root, fmt, found)
     _directory_name(root, found)
     return found
 
@@ -343,7 +476,7 @@ def would_hold(fmt: str, sources: Sequence[Path] = ()) -> Mapping[str, str]:
         return WOULD_HOLD_KINETO  # a lone .json[.gz] trace: Kineto (the reader's own test)
     if fmt == "msprof":
         return WOULD_HOLD_MSPROF
-    if fmt in ("ascend_db", "ascend_ms_db"):
+    if fmt in DB_FORMATS:
         return WOULD_HOLD_DB
     if fmt.startswith("cluster"):
         return WOULD_HOLD_CLUSTER
@@ -359,20 +492,22 @@ def read_provenance(fmt: str, sources: list[Path], info: Mapping | None = None,
     (a Kineto trace's device, read with the trace). Returns
     ``cann_version``, ``torch_npu_version``, ``driver_version``, ``device``,
     ``device_count``, ``profiler_level``, ``collected``, ``host``, ``world_size``,
-    ``parallel``, ``environment`` and ``sources``.
+    ``parallel``, ``environment``, ``device_hint``, ``profiler_config``,
+    ``hccl_algorithms``, ``sources`` (FACTS) and ``detail_sources`` (DETAIL_FACTS).
     """
     info = info or {}
     ranks = facts if facts is not None else [rank_facts(Path(source), fmt)
                                              for source in dict.fromkeys(sources)]
     values: dict[str, object] = {}
     where: dict[str, str] = {}
-    for fact in FACTS:
-        if fact == "device_count":
+    for fact in ALL_FACTS:
+        if fact == "device_count" or fact in MAPPED_FACTS:
             continue
         seen = [r.facts[fact] for r in ranks if fact in r.facts]
         if seen:
             values[fact] = _combined([v for v, _ in seen], fact)
             where[fact] = seen[0][1]
+    mapped = {fact: _combined_keys(ranks, fact, where) for fact in MAPPED_FACTS}
     pairs = {(r.facts.get("host", (i, ""))[0], d) for i, r in enumerate(ranks) for d in r.devices}
     if pairs:
         values["device_count"] = len(pairs)
@@ -384,7 +519,7 @@ def read_provenance(fmt: str, sources: list[Path], info: Mapping | None = None,
             where[fact] = Path(sources[0]).name if sources else "the profile"
     holds = would_hold(fmt, sources)
     looked = ranks[0].looked if ranks else {}
-    sources_of = {fact: where.get(fact, looked.get(fact, holds[fact])) for fact in FACTS}
+    sources_of = {fact: where.get(fact, looked.get(fact, holds[fact])) for fact in ALL_FACTS}
     return {"cann_version": _text(values.get("cann")),
             "torch_npu_version": _text(values.get("torch_npu")),
             "driver_version": _text(values.get("driver")),
@@ -396,7 +531,26 @@ def read_provenance(fmt: str, sources: list[Path], info: Mapping | None = None,
             "world_size": world if isinstance(world := values.get("world_size"), int) else None,
             "parallel": _text(values.get("parallel")),
             "environment": _text(values.get("environment")),
-            "sources": sources_of}
+            "device_hint": _text(values.get("device_hint")),
+            "profiler_config": mapped["profiler_config"],
+            "hccl_algorithms": mapped["hccl_algorithms"],
+            "sources": {fact: sources_of[fact] for fact in FACTS},
+            "detail_sources": {fact: sources_of[fact] for fact in DETAIL_FACTS}}
+
+
+def _combined_keys(ranks: list[_Found], fact: str, where: dict[str, str]) -> dict[str, str]:
+    """One value per key of a mapped fact, ranks combined as ``_combined`` combines them.
+
+    Keys keep the order the first rank holding them found them in; ``where`` gets the
+    fact's first file.
+    """
+    seen: dict[str, list[tuple[str, str]]] = {}
+    for rank in ranks:
+        for key, found in rank.mapped.get(fact, {}).items():
+            seen.setdefault(key, []).append(found)
+    if seen:
+        where[fact] = next(iter(seen.values()))[0][1]
+    return {key: str(_combined([v for v, _ in found], fact)) for key, found in seen.items()}
 
 
 def _text(value) -> str | None:

@@ -8,7 +8,8 @@ Layout (docs/formats.md §7, §8)::
                                analysis.db | communication_analyzer.db
 
 Kernels are TASK ⨝ COMPUTE_TASK_INFO with names resolved through STRING_IDS,
-large communication ops come from COMMUNICATION_OP, steps from STEP_TIME windows.
+large communication ops come from COMMUNICATION_OP (their ``algType``, the HCCL algorithm,
+goes to provenance), steps from STEP_TIME windows.
 Every file is opened through an ``immutable`` read-only URI: SQLite then takes no
 locks and writes no ``-wal``/``-shm`` files beside the input (the input may sit on
 a read-only share, and a diff tool must never touch what it compares). ``immutable``
@@ -33,7 +34,7 @@ import pandas as pd
 
 from ...errors import InputError, SchemaError
 from ...schema import COMM_COLUMNS, STAGE_FIELDS
-from ...vocab.names import canonical_names
+from ...vocab.names import canonical_names, comm_types
 from ..frames import as_category, concat_frames
 from ..rank_data import RankData
 from .files import brief, is_directory, is_regular, os_problem, present, require_file
@@ -290,14 +291,29 @@ def read_comm_ops(conn: sqlite3.Connection, tables: dict[str, set[str]], path: P
         return None
     sql = (f"SELECT O.startNs AS start_ns, O.endNs AS end_ns, "
            f"{_column('deviceId', columns, 'O', 'device_id')}, O.opName AS op_name, "
-           f"{_column('opType', columns, 'O', 'op_type_raw')} FROM COMMUNICATION_OP O")
+           f"{_column('opType', columns, 'O', 'op_type_raw')}, "
+           f"{_column('algType', columns, 'O', 'alg_type')} FROM COMMUNICATION_OP O")
     frame = _query(conn, sql, path)
-    for alias in ("op_name", "op_type_raw"):
+    for alias in ("op_name", "op_type_raw", "alg_type"):
         frame[alias] = resolve(frame[alias], strings)
     frame["core"] = pd.Categorical(["COMMUNICATION"] * len(frame))
     for alias in ("input_shapes", "input_dtypes"):
         frame[alias] = pd.Categorical([""] * len(frame))
     return frame
+
+
+def comm_algorithms(comm: pd.DataFrame | None) -> tuple[tuple[str, str], ...]:
+    """Distinct (communication type, ``algType``) pairs of COMMUNICATION_OP rows.
+
+    The type comes from the op name, as for every collective (``hcom_allReduce__307_0_1``
+    → ``AllReduce``): ``opType`` is ``N/A`` at Level0. An unknown id reads as ``""``.
+    """
+    if comm is None or not len(comm):
+        return ()
+    pairs = pd.DataFrame({"name": comm["op_name"].astype(str),
+                          "algorithm": comm["alg_type"].astype(str)}).drop_duplicates()
+    return tuple(sorted(set(zip(comm_types(pairs["name"].tolist()),
+                                pairs["algorithm"].tolist()))))
 
 
 def step_windows(conn: sqlite3.Connection, tables: dict[str, set[str]],
@@ -497,7 +513,10 @@ def read_db_file(db: Path) -> RankData:
         windows = step_windows(conn, tables, db)
         strings = string_table(conn, db) if "STRING_IDS" in tables else None
         kernels = read_kernels(conn, tables, db, strings)
-        ops = _to_ops([kernels, read_comm_ops(conn, tables, db, strings)], windows, db)
+        collectives = read_comm_ops(conn, tables, db, strings)
+        algorithms = comm_algorithms(collectives)  # for provenance, not kept with the rows
+        ops = _to_ops([kernels, collectives if collectives is None
+                       else collectives.drop(columns="alg_type")], windows, db)
         ops, warnings = drop_impossible_durations(ops, db, "duration (endNs - startNs)")
         devices = ops["device_id"].dropna()
         device = int(devices.mode().iloc[0]) if len(devices) and devices.max() >= 0 else None
@@ -505,6 +524,8 @@ def read_db_file(db: Path) -> RankData:
         ends = ops["start_ns"] + np.rint(ops["dur_us"].to_numpy() * 1000).astype(np.int64)
         task_span = int(ends.max() - ops["start_ns"].min())
     root = _rank_root(db)
+    label = db.name if db.parent == root else f"{db.parent.name}/{db.name}"
+    info["hccl_algorithms"] = (f"{label}: COMMUNICATION_OP.algType", algorithms)
     infos = sorted(root.glob("profiler_info*.json"))
     if infos:
         info.update({k: v for k, v in read_profiler_info(infos[0]).items() if v is not None})

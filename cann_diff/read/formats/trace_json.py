@@ -250,6 +250,7 @@ def read_rank(path: Path) -> RankData:
         infos = sorted(root.glob("profiler_info*.json"))
         if infos:
             info.update(read_profiler_info(infos[0]))
+        info["hccl_algorithms"] = scan.algorithms()  # found in the same pass, flows or none
     rank = info.get("rank")
     steps_file = trace.parent / "step_trace_time.csv"
     comm_file = trace.parent / "communication.json"

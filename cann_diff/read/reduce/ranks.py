@@ -26,6 +26,7 @@ from ...vocab import Vocabulary, default_vocabulary
 from ...vocab.memo import normalize_distinct
 from ...vocab.names import canonicalize
 from ...vocab.shapes import normalize_dtypes, normalize_shapes
+from ..formats.host_links import Algorithms
 from ..frames import concat_frames, concat_ranks
 from ..rank_data import RankData
 from .device_memory import RankMemory
@@ -146,7 +147,10 @@ class RankResult:
     kernels; ``framework``: its kernels per framework operator instance, None with
     ``framework_note`` saying why. ``memory`` (None for a cluster summary), ``facts``
     (provenance) and ``nothing`` (a kernel-less rank that held nothing usable either)
-    come from the same worker, after the reduce.
+    come from the same worker, after the reduce. ``dtype_us``: µs of its compute kernels
+    (chosen steps) per dtype of their first input, ``""`` where none is recorded
+    (``dtype_time``). ``info`` holds the reader's, plus the ``hccl_algorithms`` the
+    framework pass found in a trace_view.json beside kernel_details.csv.
     """
 
     source: Path
@@ -170,10 +174,50 @@ class RankResult:
     memory: RankMemory | None = None
     facts: Any = None
     nothing: bool = False
+    dtype_us: Mapping[str, float] = field(default_factory=dict)
 
 
 def _kept(frame: pd.DataFrame | None, plan: RankPlan) -> pd.DataFrame | None:
     return frame if plan.keep_rows else None
+
+
+def dtype_time(ops: pd.DataFrame, slot: np.ndarray, count: int) -> list[dict[str, float]]:
+    """Per slot 0 … count-1, µs of compute kernels by the dtype of their first input.
+
+    ``FLOAT16;FLOAT16`` counts as ``FLOAT16``; ``""`` is no dtype recorded. The first
+    dtype is derived per category of ``input_dtypes``, the sums by one ``bincount``.
+    """
+    dtypes = ops["input_dtypes"].astype("category")
+    firsts = dtypes.cat.categories.astype(str).str.split(";").str[0].str.strip()
+    group, names = pd.factorize(pd.Index([*firsts, ""]))
+    codes = dtypes.cat.codes.to_numpy()
+    row_group = group[np.where(codes >= 0, codes, len(firsts))]  # -1 (missing) picks ""
+    compute = (ops["category"] == "compute").to_numpy()
+    sums = np.bincount(slot[compute] * len(names) + row_group[compute],
+                       weights=ops["dur_us"].to_numpy()[compute],
+                       minlength=count * len(names)).reshape(count, len(names))
+    return [{str(names[j]): float(us[j]) for j in np.flatnonzero(us > 0)} for us in sums]
+
+
+def _framework(data: RankData, ops: pd.DataFrame
+               ) -> tuple[pd.DataFrame | None, str, Algorithms | None]:
+    """``framework_of`` with the host side read once, and the HCCL algorithms that pass found.
+
+    Beside a kernel_details.csv that pass is the one read of trace_view.json; a trace
+    without launch flows gives no host side, and so no algorithms either.
+    """
+    links, note = host_links_of(data)
+    if links is None:
+        return None, note, None
+    framework, note = framework_of(replace(data, links=links), ops)
+    return framework, note, links.algorithms
+
+
+def _info(data: RankData, algorithms: Algorithms | None) -> Mapping[str, Any]:
+    """The reader's info, with the framework pass's algorithms where the reader found none."""
+    if algorithms is None or not algorithms[1] or "hccl_algorithms" in data.info:
+        return data.info
+    return {**data.info, "hccl_algorithms": algorithms}
 
 
 def reduce_kernels(data: RankData, plan: RankPlan) -> RankResult:
@@ -194,13 +238,14 @@ def reduce_kernels(data: RankData, plan: RankPlan) -> RankResult:
         if step_ids:  # a rank without step ids is kept whole
             ops = ops[in_ranges(ops["step"], plan.steps)].reset_index(drop=True)
             steps, comm = _chosen(steps, plan.steps), _chosen(comm, plan.steps)
-    framework, note = framework_of(data, ops)
+    framework, note, algorithms = _framework(data, ops)
     return RankResult(
-        data.source, data.format, data.rank, data.info, data.warnings, steps,
+        data.source, data.format, data.rank, _info(data, algorithms), data.warnings, steps,
         _kept(ops, plan), _kept(comm, plan), summary=summarize(ops, comm, plan.max_samples),
         kernel_steps=step_breakdown_from_kernels(ops) if steps is None and len(ops) else None,
         outside_steps=outside, has_comm=comm is not None, step_ids=step_ids,
-        has_kernels=has_kernels, step_spans=spans, framework=framework, framework_note=note)
+        has_kernels=has_kernels, step_spans=spans, framework=framework, framework_note=note,
+        dtype_us=dtype_time(ops, np.zeros(len(ops), dtype=np.int64), 1)[0])
 
 
 def _stackable(data: RankData, plan: RankPlan) -> tuple[bool, RankData, str]:
@@ -284,12 +329,14 @@ def _reduce_stack(stack: list[tuple[int, RankData, str]], plan: RankPlan
     step_spans = [_span_frame(span_step[spans[n]:spans[n + 1]],
                               span_start[spans[n]:spans[n + 1]],
                               span_end[spans[n]:spans[n + 1]]) for n in range(len(datas))]
+    dtype_us = dtype_time(ops, slot, len(datas))
     shares = _share_out(datas, plan, ops, slot, summary)
     return {number: RankResult(
         data.source, data.format, data.rank, data.info, data.warnings, chosen[n].steps,
         _kept(rows, plan), _kept(chosen[n].comm, plan), share=share,
         outside_steps=int(dropped[n]), has_comm=chosen[n].comm is not None,
-        step_ids=chosen[n].step_ids, step_spans=step_spans[n], framework_note=note)
+        step_ids=chosen[n].step_ids, step_spans=step_spans[n], framework_note=note,
+        dtype_us=dtype_us[n])
         for n, ((number, data, note), (share, rows)) in enumerate(zip(stack, shares))}
 
 
