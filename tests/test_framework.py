@@ -18,19 +18,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import DATA, REALDATA, needs_realdata
-from scipy import stats
 
-from cann_diff.compare.framework import (
-    FRAMEWORK_OP_FIELDS,
-    _mann_whitney,
-    align,
-    compare_framework,
-)
+from cann_diff.compare.framework import FRAMEWORK_OP_FIELDS, align, compare_framework
 from cann_diff.pipeline import diff
 from cann_diff.read import load_run
 from cann_diff.read.reduce.framework import Nesting
 from cann_diff.schema import UNLINKED
-from cann_diff.settings import Thresholds
 
 MSI = REALDATA / "Ascend__msinsight/test/data/pytorch"
 OUT = "ASCEND_PROFILER_OUTPUT"
@@ -182,8 +175,12 @@ def test_text_and_db_twins_give_the_same_framework_table():
 def test_same_job_compared_with_itself_across_formats_is_unchanged():
     result = diff(MSI / "text/level1", MSI / "db/level1")
     ops = result.comparison.framework.operators
-    assert list(ops.columns) == list(FRAMEWORK_OP_FIELDS)
-    assert set(ops["status"]) == {"unchanged"}
+    assert list(ops.columns[:len(FRAMEWORK_OP_FIELDS)]) == list(FRAMEWORK_OP_FIELDS)
+    # Every key pairs exactly with its twin at the same counts, and none is called slower
+    # or faster: two instances a side cannot reach α (untested), and where four can the
+    # run-to-run noise is not significant.
+    assert set(ops["match_kind"]) == {"exact"}
+    assert set(ops["status"]) <= {"unchanged", "untested", "not-significant"}
     records = result.report.to_dict()["framework_ops"]
     assert len(records) == len(ops) and set(records[0]) == set(FRAMEWORK_OP_FIELDS)
     json.dumps(result.report.to_dict(), allow_nan=False)
@@ -341,7 +338,10 @@ def test_renamed_conv_backward_kernels_pair_under_their_aten_op(tmp_path):
     assert conv["base_device_us"] == pytest.approx(200.0)
     assert conv["new_device_us"] == pytest.approx(160.0)
     assert conv["delta_us"] == pytest.approx(-40.0)
-    assert conv["status"] == "changed"
+    # −20 % per instance, but 2 instances a side: the smallest Mann-Whitney p is
+    # 2 / C(4, 2) = 1/3 > α, so no test can call it: untested (the kernel table's word).
+    assert conv["status"] == "untested"
+    assert conv["instance_change_pct"] == pytest.approx(-20.0)
     assert conv["base_kernels"] == [
         {"type": "Conv2DBackpropFilterD", "count": 1, "device_us": pytest.approx(120.0)},
         {"type": "Conv2DBackpropInputD", "count": 1, "device_us": pytest.approx(80.0)}]
@@ -418,19 +418,6 @@ def test_alignment_past_its_edit_budget_pairs_by_occurrence():
     assert not exact  # the k-th 0, 1, 2, 3 of a with the k-th of b
     assert sorted(zip(a[ia].tolist(), ia.tolist(), ib.tolist())) == [
         (0, 0, 3), (0, 4, 5), (1, 1, 2), (1, 5, 4), (2, 2, 1), (3, 3, 0)]
-
-
-def test_vectorized_mann_whitney_equals_scipy_per_key():
-    rng = np.random.default_rng(3)
-    frames, expected = [], []
-    for key in range(5):
-        base = np.round(rng.lognormal(0, 0.3, rng.integers(5, 30)), 1)  # ties on purpose
-        new = np.round(rng.lognormal(0.15 * key, 0.3, rng.integers(5, 30)), 1)
-        frames += [pd.DataFrame({"key": key, "side": 0, "device_us": base}),
-                   pd.DataFrame({"key": key, "side": 1, "device_us": new})]
-        expected.append(stats.mannwhitneyu(base, new, method="asymptotic").pvalue)
-    got = _mann_whitney(pd.concat(frames), 5, Thresholds())
-    assert got == pytest.approx(stats.false_discovery_control(expected), rel=1e-9)
 
 
 def test_innermost_open_op_of_nested_host_ops():
