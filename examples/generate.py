@@ -172,7 +172,7 @@ def kernel_line(row: dict, cann8: bool, task_id: int) -> list[str]:
             return [*head, "N/A", row["core"], start, f"{row['dur']:.3f}", "0", *rest[1:]]
         return [*head, row["core"], start, f"{row['dur']:.3f}", "0", *rest]
     shapes = f'"{row["shapes"]}"'
-    dtypes = ";".join(["DT_BF16" if cann8 else "FLOAT16"] * (row["shapes"].count(";") + 1))
+    dtypes = ";".join(["DT_FLOAT16" if cann8 else "FLOAT16"] * (row["shapes"].count(";") + 1))
     cube = row["core"] in ("AI_CORE", "MIX_AIC")
     pmu = [f"{row['dur'] * 0.9:.3f}" if cube else "0", str(int(row["dur"] * 1800)) if cube
            else "0", "0" if cube else f"{row['dur'] * 0.9:.3f}",
