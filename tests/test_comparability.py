@@ -186,14 +186,16 @@ def test_a_text_export_against_a_db_export_names_both_sources():
     base, new = BASE / "text/level1", NEW / "db/level1"
     before, after = _text_dtype_shares(base), _db_facts(new)["shares"]
     got = comparability(load_run(base, keep_rows=False), load_run(new, keep_rows=False))
-    # The base records no device, the new no PMU hint (a db export): no device entry.
+    # The base records no device but PMU columns of a 910A-class chip; the db records the
+    # device (NPU_INFO): its class is held against the hint.
     assert [(c.what, c.base, c.new) for c in got] == [
+        ("device", "Ascend910A-class (unified AI Core)", "Ascend910B"),
         ("compute dtype mix", f"FLOAT {before['FLOAT']:.0f}%, FLOAT16 {before['FLOAT16']:.0f}%",
          f"FLOAT {after['FLOAT']:.0f}%, FLOAT16 0%"),
         ("HCCL algorithm (AllReduce)", "RING-RING", "MESH-RING"),
-        ("profiler with_stack", "false", "true"), ("profiler l2_cache", "false", "true"),
-        ("profiler export_type", "text", "db")]
-    assert got[0].source == (f"base: {OUT}/kernel_details.csv: Input Data Types; new: "
+        ("profiler with_stack", "false", "true"), ("profiler l2_cache", "false", "true")]
+    # How the profile was exported is not what ran: no export_type entry.
+    assert got[1].source == (f"base: {OUT}/kernel_details.csv: Input Data Types; new: "
                              f"{OUT}/ascend_pytorch_profiler_0.db: "
                              "COMPUTE_TASK_INFO.inputDataTypes")
 
@@ -481,3 +483,11 @@ def test_dtype_time_is_the_same_reduced_alone_or_stacked(tmp_path):
                                 {"BF16": 90.0, "INT8": 4.5, "": 12.0}]
     assert load_run(run_dir).dtype_us == {"FLOAT16": 30.0, "FLOAT": 60.0, "BF16": 90.0,
                                           "INT8": 13.5, "": 36.0}
+
+
+def test_a_recorded_chip_is_held_against_the_other_sides_pmu_hint_by_its_class():
+    from cann_diff.compare.comparability import chip_class
+
+    assert chip_class("Ascend910B3") == chip_class("Ascend910_9391") == "Ascend910B-class"
+    assert chip_class("Ascend910A") == chip_class("Ascend910ProB") == "Ascend910A-class"
+    assert chip_class("Ascend310P3") is None  # no class known: no difference claimed

@@ -19,7 +19,12 @@ import pandas as pd
 import pytest
 from conftest import DATA, REALDATA, needs_realdata
 
-from cann_diff.compare.framework import FRAMEWORK_OP_FIELDS, align, compare_framework
+from cann_diff.compare.framework import (
+    FRAMEWORK_OP_FIELDS,
+    OP_RULE_FIELDS,
+    align,
+    compare_framework,
+)
 from cann_diff.pipeline import diff
 from cann_diff.read import load_run
 from cann_diff.read.reduce.framework import Nesting
@@ -182,7 +187,8 @@ def test_same_job_compared_with_itself_across_formats_is_unchanged():
     assert set(ops["match_kind"]) == {"exact"}
     assert set(ops["status"]) <= {"unchanged", "untested", "not-significant"}
     records = result.report.to_dict()["framework_ops"]
-    assert len(records) == len(ops) and set(records[0]) == set(FRAMEWORK_OP_FIELDS)
+    assert len(records) == len(ops) and set(records[0]) == set(FRAMEWORK_OP_FIELDS
+                                                              + OP_RULE_FIELDS)
     json.dumps(result.report.to_dict(), allow_nan=False)
     allreduce = ops[ops["name"] == "c10d::allreduce_"].iloc[0]
     assert allreduce["base_count"] == allreduce["new_count"] == 4  # per step and rank

@@ -23,6 +23,7 @@ from ..match import Matched
 from ..schema import MemoryData, Note, Run
 from ..settings import DEFAULT_LIMITS, DEFAULT_THRESHOLDS, Limits, Thresholds
 from .communication import compare_communication, compare_groups
+from .comparability import Comparable, comparability
 from .families import compare_families
 from .framework import FrameworkComparison, compare_framework
 from .memory import (
@@ -44,7 +45,7 @@ from .operators import (
 from .ranks import compare_ranks
 from .steps import BREAKDOWN_FIELDS, ScreenedStep, StepComparison, StepFigures, compare_step
 
-__all__ = ["BREAKDOWN_FIELDS", "SAME_SHAPE_KINDS", "Comparison", "ScreenedStep",
+__all__ = ["BREAKDOWN_FIELDS", "SAME_SHAPE_KINDS", "Comparable", "Comparison", "ScreenedStep",
            "StepComparison", "StepFigures", "compare", "units_of"]
 
 
@@ -74,6 +75,8 @@ class Comparison:
     # Framework operators: None when a run links no host op to its kernels (the note says).
     framework: FrameworkComparison | None = None
     framework_note: Note | None = None
+    # What differs besides the stack (chip, dtypes, algorithm, profiler settings, host).
+    comparability: tuple[Comparable, ...] = ()
 
 
 
@@ -98,7 +101,8 @@ def compare(base: Run, new: Run, matched: Matched,
                              f"{_fmt_steps(base_steps)}, new {_fmt_steps(new_steps)}); "
                              "figures are per-step averages"))
     warnings += _step_notes(step, thresholds)
-    shapes = _shapes_note(operators, thresholds)
+    alike = comparability(base, new)
+    shapes = _shapes_note(operators, thresholds, alike)
     if shapes:
         warnings.insert(0, shapes)
     for run in (base, new):
@@ -119,12 +123,16 @@ def compare(base: Run, new: Run, matched: Matched,
                              "differences in the breakdown may be method, not performance"))
     groups, group_notes = compare_groups(base, new)
     warnings += group_notes
-    framework, framework_note = compare_framework(base, new, thresholds, limits)
+    # The framework tables cover every step: they explain Δ Stage over every step.
+    every = step.all_steps if step.all_steps is not None else step
+    framework, framework_note = compare_framework(base, new, thresholds, limits,
+                                                  every.delta_us)
+
     return Comparison(base, new, matched, operators, compare_categories(operators),
                       compare_communication(base, new), step, thresholds, base_units,
                       new_units, base_steps, new_steps, tuple(warnings),
                       compare_ranks(base, new), groups, compare_families(operators), limits,
-                      _memory(base, new, thresholds), framework, framework_note)
+                      _memory(base, new, thresholds), framework, framework_note, alike)
 
 
 def _memory(base: Run, new: Run, thresholds: Thresholds) -> MemoryComparison | None:
@@ -170,18 +178,30 @@ def _step_notes(step: StepComparison, thresholds: Thresholds) -> list[Note]:
     return notes
 
 
-def _shapes_note(operators: pd.DataFrame, thresholds: Thresholds) -> Note | None:
-    """The ``shapes-differ`` caveat when same-shape keys hold little of the kernel time."""
+# Differences that change the shapes a kernel sees with the same model and batch: another
+# chip or dtype picks other blocked formats (the C0 of NC1HWC0 is 16 for fp16, 8 for fp32).
+SHAPE_CAUSES = ("device", "compute dtype mix")
+
+
+def _shapes_note(operators: pd.DataFrame, thresholds: Thresholds,
+                 alike: tuple[Comparable, ...] = ()) -> Note | None:
+    """The ``shapes-differ`` caveat when same-shape keys hold little of the kernel time.
+
+    A chip or dtype change is named as the likely cause before the batch-size guess.
+    """
     base_share, new_share = same_shape_shares(operators)
     least = min(base_share, new_share)
     if not least < thresholds.same_shape_share:  # NaN (no kernels) says nothing
         return None
+    causes = [c.what for c in alike if c.what in SHAPE_CAUSES]
+    why = (f"the {' and the '.join(causes)} changed, and with them the blocked formats "
+           "(the C0 of NC1HWC0) kernels see; else batch or sequence length changed"
+           if causes else "batch or sequence length changed?")
     return Note("shapes-differ", f"the runs do not execute the same shapes: operator keys "
                 f"with equal input shapes on both sides hold only {base_share:.0%} of base "
-                f"and {new_share:.0%} of new kernel time (batch or sequence length "
-                "changed?). Per-operator verdicts cover those keys only; `reshaped` keys "
-                "(same family, other shapes) are compared by totals and never called slower "
-                "or faster")
+                f"and {new_share:.0%} of new kernel time ({why}). Per-operator verdicts cover "
+                "those keys only; `reshaped` keys (same family, other shapes) are compared by "
+                "totals and never called slower or faster", {"causes": causes})
 
 
 def _fmt_steps(steps: tuple[int, ...]) -> str:

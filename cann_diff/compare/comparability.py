@@ -13,6 +13,7 @@ Pure: it reads the two Runs' provenance (``RunMeta``) and ``Run.dtype_us``, noth
 from __future__ import annotations
 
 from collections.abc import Mapping
+import re
 from dataclasses import dataclass
 
 from ..schema import Run, RunMeta
@@ -23,6 +24,9 @@ from ..schema import Run, RunMeta
 DTYPE_SHIFT_POINTS = 20.0
 MAX_DTYPES_SHOWN = 3
 RANKS_READ = "the rank results read (no world_size recorded)"
+# Settings of how the profile is written out after the run, not of what ran: another
+# export type or simplification is the same run on disk.
+EXPORT_ONLY = ("export_type", "data_simplification")
 
 
 @dataclass(frozen=True)
@@ -70,11 +74,43 @@ def _differs(what: str, base: str | None, new: str | None, fact: str, base_meta:
                                                 _source_of(new_meta, fact)))]
 
 
+def chip_class(device: str) -> str | None:
+    """The class of a recorded chip, as the PMU column hint names classes; None if unknown.
+
+    910B and 910_93 (A3) split cube and vector cores; the first 910s (910A, Pro, Premium)
+    have one unified AI Core.
+    """
+    if re.match(r"Ascend910(B|_93)", device):
+        return "Ascend910B-class"
+    if re.match(r"Ascend910(A|Pro|Premium|$)", device):
+        return "Ascend910A-class"
+    return None
+
+
+def _class(hint: str | None) -> str | None:
+    return hint.split(" (")[0] if hint else None
+
+
 def _device(base: RunMeta, new: RunMeta) -> list[Comparable]:
-    """The recorded device; the PMU column hint only when a side records no device."""
+    """The recorded device; the PMU column hint when a side records no device.
+
+    With a device on one side and only a hint on the other, the device's class is held
+    against the hint (``Ascend910A-class`` vs ``Ascend910B``).
+    """
     if base.device is not None and new.device is not None:
         return _differs("device", base.device, new.device, "device", base, new)
-    return _differs("device", base.device_hint, new.device_hint, "device_hint", base, new)
+    if base.device is None and new.device is None:
+        return _differs("device", base.device_hint, new.device_hint, "device_hint", base, new)
+    known, hinted = (base, new) if base.device is not None else (new, base)
+    assert known.device is not None
+    if _class(hinted.device_hint) is None or chip_class(known.device) in (
+            None, _class(hinted.device_hint)):
+        return []
+    values = {id(known): known.device, id(hinted): hinted.device_hint}
+    sources = {id(known): _source_of(known, "device"),
+               id(hinted): _source_of(hinted, "device_hint")}
+    return [Comparable("device", values[id(base)] or "", values[id(new)] or "",
+                       _source(sources[id(base)], sources[id(new)]))]
 
 
 def _world_size(base: RunMeta, new: RunMeta) -> list[Comparable]:
@@ -135,7 +171,8 @@ def _algorithms(base: RunMeta, new: RunMeta) -> list[Comparable]:
 
 def _settings(base: RunMeta, new: RunMeta) -> list[Comparable]:
     """Each profiler setting both record, in the order the reader lists them."""
-    return [entry for setting in base.profiler_config if setting in new.profiler_config
+    return [entry for setting in base.profiler_config
+            if setting in new.profiler_config and setting not in EXPORT_ONLY
             for entry in _differs(f"profiler {setting}", base.profiler_config[setting],
                                   new.profiler_config[setting], "profiler_config", base, new)]
 

@@ -216,6 +216,7 @@ def compare_framework(base: Run, new: Run, thresholds: Thresholds = DEFAULT_THRE
     notes += [run.framework_note.text for run in (base, new) if run.framework_note]
     notes += _coverage_notes(base) + _coverage_notes(new)
     return FrameworkComparison(operators, modules, instances,
-                               rollup(operators, modules, thresholds),
+                               rollup(operators, modules, thresholds,
+                                      base.vocab.framework_families),
                                summarize(base, new, step_delta_us),
                                tuple(Note("framework", text) for text in notes)), None

@@ -15,6 +15,7 @@ time that belongs to no operator (Free, waiting, kernels no link reaches).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
@@ -60,11 +61,15 @@ def families() -> dict[str, str]:
             for name in names}
 
 
-def family_of(names: pd.Series) -> pd.Series:
-    """Family of each name; unlisted names as themselves, without ``aten::`` and a final ``_``."""
+def family_of(names: pd.Series, table: Mapping[str, str] | None = None) -> pd.Series:
+    """Family of each name; unlisted names as themselves, without ``aten::`` and a final ``_``.
+
+    ``table``: name → family (the run's Vocabulary, with the user's alias map); the
+    package's own by default.
+    """
     text = names.astype(str)
     plain = text.str.removeprefix("aten::").str.replace(r"_$", "", regex=True)
-    return text.map(families()).fillna(plain)
+    return text.map(dict(families() if table is None else table)).fillna(plain)
 
 
 def _statuses(base_n: np.ndarray, new_n: np.ndarray, base_us: np.ndarray, new_us: np.ndarray,
@@ -93,15 +98,16 @@ def _level(level: str, keys: pd.Series, table: pd.DataFrame, threshold_pct: floa
 
 
 def rollup(operators: pd.DataFrame, modules: pd.DataFrame | None,
-           thresholds: Thresholds) -> pd.DataFrame:
+           thresholds: Thresholds, named: Mapping[str, str] | None = None) -> pd.DataFrame:
     """ROLLUP_FIELDS by operator name, by family and (with module events) by module.
 
     A module's backward pass (`` (backward)``) rolls up with its forward; kernels no
     framework op reaches stay one line (UNLINKED), so each level adds up to the table.
-    Sorted by level (LEVELS), then |Δ| descending, then key.
+    Sorted by level (LEVELS), then |Δ| descending, then key. ``named``: the families
+    (``family_of``).
     """
     parts = [_level("name", operators["name"], operators, thresholds.threshold_pct),
-             _level("family", family_of(operators["name"]), operators,
+             _level("family", family_of(operators["name"], named), operators,
                     thresholds.threshold_pct)]
     if modules is not None:
         keys = modules["module"].astype(str).str.removesuffix(BACKWARD)

@@ -25,7 +25,7 @@ from .headline import headline
 from .memory_growth import memory_growth, memory_sentence
 from .operators import operator_findings
 from .slow_rank import slow_ranks
-from .story import compute_parts
+from .story import comparability_sentence, compute_parts, framework_sentence
 
 __all__ = ["FINDING_IDS", "SEVERITY_ORDER", "Analysis", "ComputeSplit", "Finding",
            "FusionGroup", "analyse"]
@@ -40,7 +40,10 @@ class Analysis:
     comparison's operator table with the MC2 columns (``fusion``, ``base_claimed``,
     ``new_claimed``, ``mc2_us``), largest |Δ| first; ``memory_headline`` the sentence on
     device memory (None when no peak moved enough), which ends ``headline``;
-    ``compute_sentence`` says where Δ Computing went (``story.compute_parts``).
+    ``compute_sentence`` says where Δ Computing went (``story.compute_parts``);
+    ``framework_sentence`` how much of Δ Stage framework operators explain;
+    ``comparability_sentence`` what differs besides the stack (it follows the verdict in
+    ``headline``).
     """
 
     fusion: tuple[FusionGroup, ...]
@@ -51,6 +54,8 @@ class Analysis:
     headline: str
     memory_headline: str | None = None
     compute_sentence: str = ""  # where Δ Computing went, in signed parts
+    framework_sentence: str = ""  # how much of Δ Stage the framework operators explain
+    comparability_sentence: str = ""  # what differs besides the stack, or ""
 
     @property
     def fusion_claims(self) -> tuple[dict[int, float], dict[int, float]]:
@@ -85,8 +90,9 @@ def analyse(cmp: Comparison, vocab: Vocabulary | None = None) -> Analysis:
     findings += [grown] if grown else []
     findings.sort(key=lambda f: SEVERITY_ORDER.get(f.severity, len(SEVERITY_ORDER)))
     memory = memory_sentence(cmp.memory, cmp.thresholds)
-    text = headline(cmp, findings, groups, compute)
+    alike = comparability_sentence(cmp)
+    text = " ".join(t for t in (headline(cmp, findings, groups, compute), alike, memory) if t)
     sentence, _ = compute_parts(cmp, compute)
     return Analysis(tuple(groups), tuple(findings), claimed, compute,
-                    _operators(cmp, groups, claimed), f"{text} {memory}" if memory else text,
-                    memory, sentence[0].upper() + sentence[1:] + ".")
+                    _operators(cmp, groups, claimed), text, memory,
+                    sentence[0].upper() + sentence[1:] + ".", framework_sentence(cmp), alike)

@@ -312,3 +312,75 @@ def _operations(more: float, sums: dict | None) -> str:
         transit["new"] > transit["base"]
     return ("slower transfers (same count per step)" if grew
             else "the same operations (same count per step, transfer did not grow)")
+
+
+# --------------------------------------------------------------------------- framework
+
+
+def framework_parts(cmp: Comparison) -> list[Part]:
+    """The framework operators (all shapes of a name summed) that carry the step change.
+
+    Each name whose |Δ| holds at least ``NAMED_SHARE`` of |Δ Stage| (of |Δ attributed|
+    without step figures), at most three, and the largest always; each carries the status
+    of the key that moved most under that name.
+    """
+    framework = cmp.framework
+    if framework is None or framework.operators.empty:
+        return []
+    ops = framework.operators
+    names = ops["name"].astype(str)
+    totals = ops["delta_us"].fillna(0.0).groupby(names).sum()
+    totals = totals[totals != 0].sort_values(key=abs, ascending=False, kind="stable")
+    if totals.empty:
+        return []
+    summary = framework.summary
+    whole = summary.step_delta_us if summary.step_delta_us is not None \
+        else summary.delta_attributed_us
+    named = [name for name, value in totals.items()
+             if abs(value) >= NAMED_SHARE * abs(whole)][:3] or [totals.index[0]]
+    moved = ops.assign(_move=ops["delta_us"].fillna(0.0).abs())
+    status = moved.sort_values("_move", ascending=False, kind="stable").groupby(
+        names, sort=False)["status"].first()
+    return [Part(str(name), float(totals[name]), str(status[name])) for name in named]
+
+
+def framework_sentence(cmp: Comparison) -> str:
+    """How much of Δ Stage the framework operators explain, by whom, and what is left."""
+    framework = cmp.framework
+    if framework is None:
+        return ""
+    summary = framework.summary
+    parts = framework_parts(cmp)
+    who = f": {'; '.join(p.text() for p in parts)}" if parts else ""
+    explained = f"{fmt.ms(summary.delta_attributed_us, signed=True)}"
+    if summary.step_delta_us is None or summary.outside_us is None:
+        return (f"Framework operators' device time changed by {explained} ms per step"
+                f"{who}.")
+    return (f"Framework operators explain {explained} of the "
+            f"{fmt.ms(summary.step_delta_us, signed=True)} ms step change{who}; "
+            f"{signed_ms(summary.outside_us)} is outside every operator's device time "
+            "(Free, and time where kernels overlap).")
+
+
+# --------------------------------------------------------------------------- comparability
+
+# A value longer than this, or a list (the dtype mix), is left to the comparability table.
+SHORT_VALUE = 24
+
+
+def _short(value: str) -> str:
+    """A value without its explanation in parentheses (``Ascend910A-class (…)``)."""
+    return value.split(" (")[0]
+
+
+def comparability_sentence(cmp: Comparison) -> str:
+    """``Not a like-for-like stack upgrade: …`` naming every difference, or ``""``."""
+    if not cmp.comparability:
+        return ""
+    named = []
+    for c in cmp.comparability:
+        base, new = _short(c.base), _short(c.new)
+        plain = max(len(base), len(new)) <= SHORT_VALUE and "," not in base + new
+        named.append(f"{c.what} {base} → {new}" if plain else c.what)
+    return (f"Not a like-for-like stack upgrade: {'; '.join(named)} "
+            f"{'differs' if len(named) == 1 else 'differ'} too.")

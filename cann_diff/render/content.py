@@ -328,43 +328,91 @@ def _kernel_text(kernels) -> str:
         (f" + {len(kernels) - 4} more" if len(kernels) > 4 else "")
 
 
+def _op_status(op) -> str:
+    """A framework key's status with its pairing rung when it is not exact."""
+    rung = {"data-inputs": " (data inputs)", "name": " (by name)"}.get(op.match_kind or "", "")
+    return f"{op.status}{rung}"
+
+
+def _op_shapes(op) -> str:
+    """The key's shapes; base → new when the keys paired across other shapes."""
+    if op.base_input_shapes and op.new_input_shapes and \
+            op.base_input_shapes != op.new_input_shapes:
+        return f"{fmt.shapes(op.base_input_shapes)} → {fmt.shapes(op.new_input_shapes)}"
+    return fmt.shapes(op.input_shapes or "*")
+
+
+def _rollup_table(rows, label: str, top_n: int) -> Table:
+    return Table((label, "base /step", "new /step", "Δ", "status"), tuple(
+        (cell(code(r.key)), cell(fmt.us(r.base_us), sort=r.base_us),
+         cell(fmt.us(r.new_us), sort=r.new_us),
+         cell(fmt.us(r.delta_us, signed=True), sort=r.delta_us), cell(r.status))
+        for r in rows[:top_n]), sortable=True)
+
+
+def _more(shown: int, total: int, what: str) -> list[Block]:
+    rest = total - shown
+    return [Paragraph(inline(f"{rest} more {what}; every one is in report.json."), "small")] \
+        if rest > 0 else []
+
+
 def _framework(report: Report) -> list[Block]:
-    """By framework operator (aten::…) and by module: what CANN renames leave in place."""
+    """By framework operator (aten::…), family and module: what CANN renames leave in place."""
     if report.framework_ops is None:
         if not report.framework_note:
             return []
         return [absent("By framework operator", report.framework_note.text)]
-    moved = [op for op in report.framework_ops if op.status != "unchanged"][: report.top_n]
-    shown = moved or list(report.framework_ops[: report.top_n])
-    rows = tuple((cell(code(op.name)), cell(code(fmt.shapes(op.input_shapes or "*"))),
+    ops = report.framework_ops
+    summary = report.framework_summary
+    shown = list(ops[: report.top_n])  # largest |Δ| first, whatever the status
+    changed = summary.changed if summary else sum(op.status != "unchanged" for op in ops)
+    rows = tuple((cell(code(op.name)), cell(code(_op_shapes(op))),
                   cell(f"{fmt.count(op.base_count)} → {fmt.count(op.new_count)}",
                        sort=op.new_count),
                   cell(fmt.us(op.base_device_us), sort=op.base_device_us),
                   cell(fmt.us(op.new_device_us), sort=op.new_device_us),
                   cell(fmt.us(op.delta_us, signed=True), sort=op.delta_us),
-                  cell(op.status), cell(_kernel_text(op.base_kernels)),
+                  cell(fmt.pct(op.instance_change_pct), sort=op.instance_change_pct),
+                  cell(_op_status(op)), cell(_kernel_text(op.base_kernels)),
                   cell(_kernel_text(op.new_kernels))) for op in shown)
-    blocks: list[Block] = [
-        section("By framework operator", "framework"),
+    blocks: list[Block] = [section("By framework operator", "framework")]
+    if summary and summary.sentence:
+        blocks.append(Paragraph(inline(strong(summary.sentence))))
+    blocks += [
         Paragraph(inline("Device time of the kernels each framework operator launched (trace "
                          "flows or the db's CONNECTION_IDS), the two runs aligned per step; "
-                         "framework operators keep their names when CANN renames kernels. ",
-                         f"{len(moved)} of {len(report.framework_ops)} changed."
-                         if moved else "None changed.")),
+                         "framework operators keep their names when CANN renames kernels, and "
+                         "are judged by the kernel table's rules. ",
+                         f"{changed} of {len(ops)} keys are not unchanged; the "
+                         f"{len(shown)} that moved most are shown.")),
         Table(("framework op", "input shapes", "count /step", "base /step", "new /step", "Δ",
-               "status", "base kernels", "new kernels"), rows, sortable=True)]
+               "per instance", "status", "base kernels", "new kernels"), rows,
+              sortable=True)]
+    blocks += _more(len(shown), len(ops), "framework operator keys")
     blocks += [Paragraph(inline(note.text), "small") for note in report.framework_notes]
+    families = [r for r in report.framework_rollup or () if r.level == "family"]
+    if families:
+        blocks += [section("By framework operator family", "framework-families"),
+                   Paragraph(inline("All shapes and forms of one computation summed "
+                                    "(in-place, out-of-place, foreach; mm and addmm are "
+                                    "matmul), so that a rewrite reads as one line. Totals, "
+                                    "not speed: increased/decreased at the threshold.")),
+                   _rollup_table(families, "family", report.top_n)]
+        blocks += _more(min(len(families), report.top_n), len(families), "families")
     if report.framework_modules:
-        mods = [m for m in report.framework_modules if m.status != "unchanged"][: report.top_n]
-        mods = mods or list(report.framework_modules[: report.top_n])
+        mods = list(report.framework_modules[: report.top_n])
         blocks += [section("By module", "modules"), Table(
-            ("module", "count /step", "base /step", "new /step", "Δ", "status"),
+            ("module", "count /step", "base /step", "new /step", "Δ", "per instance",
+             "status"),
             tuple((cell(code(m.module)),
                    cell(f"{fmt.count(m.base_count)} → {fmt.count(m.new_count)}"),
                    cell(fmt.us(m.base_device_us), sort=m.base_device_us),
                    cell(fmt.us(m.new_device_us), sort=m.new_device_us),
-                   cell(fmt.us(m.delta_us, signed=True), sort=m.delta_us), cell(m.status))
+                   cell(fmt.us(m.delta_us, signed=True), sort=m.delta_us),
+                   cell(fmt.pct(m.instance_change_pct), sort=m.instance_change_pct),
+                   cell(m.status))
                   for m in mods), sortable=True)]
+        blocks += _more(len(mods), len(report.framework_modules), "modules")
     return blocks
 
 
@@ -515,6 +563,17 @@ def _side_warnings(report: Report) -> list[Block]:
     return [Warnings(lines)] if lines else []
 
 
+def _comparability(report: Report) -> list[Block]:
+    """What differs besides the stack, above the verdict: each value and where it was read."""
+    if not report.comparability:
+        return []
+    lines = (inline(strong("⚠ Not a like-for-like stack upgrade:"), " besides the software "
+                    "stack, these differ; part of the change may be theirs."),
+             *(inline(f"{c.what}: ", code(c.base), " → ", code(c.new), f" ({c.source})")
+               for c in report.comparability))
+    return [Warnings(lines)]
+
+
 def _prominent(report: Report) -> list[Block]:
     """Caveats that change how far the verdicts can be trusted, right under the verdict."""
     lines = tuple(inline("⚠ ", n.text) for n in report.notes if n.code in PROMINENT)
@@ -539,6 +598,7 @@ def report_blocks(report: Report, charts: Collection[str] = ()) -> list[Block]:
         notes.mark(warning)
     blocks: list[Block] = [
         Heading(1, inline(f"cann-diff: {report.base.label} vs {report.new.label}")),
+        *_comparability(report),
         Paragraph(inline(strong("Verdict:"), " ", report.headline), "verdict")]
     blocks += _side_warnings(report) + _prominent(report) + provenance_blocks(report)
     blocks += _findings(report)

@@ -114,7 +114,8 @@ def _block(block: Block, charts: Mapping[str, str]) -> str | None:
             return f"<sub>{text}</sub>"
         return f"> {text}" if block.role == "warning" else text
     if isinstance(block, Warnings):
-        return "\n".join(f"> {inline_md(line)}" for line in block.lines)
+        # Hard breaks: consecutive ``>`` lines would otherwise run into one paragraph.
+        return "  \n".join(f"> {inline_md(line)}" for line in block.lines)
     if isinstance(block, Findings):
         return "\n".join(f"- {inline_md(f.head)}  \n  {inline_md(f.detail)}"
                          for f in block.items)

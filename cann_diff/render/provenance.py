@@ -45,9 +45,38 @@ def _recorded(side: Side, fact: str, value) -> Cell:
 def _device(side: Side) -> Cell:
     if side.device and side.device_count:
         return cell(f"{side.device} × {side.device_count}")
+    hint = f"; PMU columns suggest {side.device_hint.split(' (')[0]}" \
+        if side.device_hint else ""
     if side.device_count:
-        return cell(f"{side.device_count} device(s), type ", _where(side, "device"))
-    return _recorded(side, "device", side.device)
+        return cell(f"{side.device_count} device(s), type ", _where(side, "device"), hint)
+    if side.device:
+        return cell(str(side.device))
+    return cell(_where(side, "device"), hint)
+
+
+# The profiler settings shown: those that cost host or device time, or change what is read.
+SHOWN_SETTINGS = ("with_stack", "record_shapes", "profile_memory", "with_modules", "l2_cache",
+                  "aic_metrics")
+
+
+def _settings(side: Side) -> Cell:
+    shown = [f"{k} {side.profiler_config[k]}" for k in SHOWN_SETTINGS
+             if k in side.profiler_config]
+    return cell(", ".join(shown)) if shown else cell(_where_detail(side, "profiler_config"))
+
+
+def _algorithms(side: Side) -> Cell:
+    shown = [f"{k} {v}" for k, v in sorted(side.hccl_algorithms.items())]
+    return cell(", ".join(shown)) if shown else cell(_where_detail(side, "hccl_algorithms"))
+
+
+def _where_detail(side: Side, fact: str) -> tuple:
+    """``not recorded (…)`` for a fact whose file ``detail_sources`` names."""
+    source = side.detail_sources.get(fact) or "no file names it"
+    file, _, detail = source.partition(": ")
+    if file == "n/a":
+        return inline(f"n/a ({detail})")
+    return inline("not recorded (", code(file), f": {detail})" if detail else ")")
 
 
 def provenance_blocks(report: Report) -> list[Block]:
@@ -75,7 +104,11 @@ def provenance_blocks(report: Report) -> list[Block]:
     job = tuple(row(name, lambda s, fact=fact: _recorded(s, fact, getattr(s, fact)))
                 for name, fact in (("parallelism", "parallel"), ("environment", "environment"))
                 if getattr(b, fact) or getattr(n, fact))
-    rows = rows[:8] + job + rows[8:]
+    recorded = tuple(row(name, make) for name, make, fact in (
+        ("profiler settings", _settings, "profiler_config"),
+        ("HCCL algorithm", _algorithms, "hccl_algorithms"))
+        if getattr(b, fact) or getattr(n, fact))
+    rows = rows[:8] + job + rows[8:10] + recorded + rows[10:]
     t = report.thresholds
     made = inline(f"Report by cann-diff {report.tool.version or '(version unknown)'} "
                   f"(α = {t.alpha:g}, minimum change {t.threshold_pct:g}%, "

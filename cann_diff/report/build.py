@@ -28,6 +28,7 @@ from .model import (
     CandidatesSummary,
     CategoryRow,
     CommTypeRow,
+    ComparableRow,
     ComponentPeak,
     ComputeRow,
     ComputeSplitResult,
@@ -37,6 +38,8 @@ from .model import (
     FindingRow,
     FrameworkModuleRow,
     FrameworkOpRow,
+    FrameworkRollupRow,
+    FrameworkSummaryResult,
     FusionRow,
     GroupRow,
     Invocation,
@@ -83,7 +86,9 @@ def _side(run: Run, steps: tuple[int, ...]) -> Side:
                 meta.profiler_level, tuple(steps), run.step_source, tuple(run.warnings),
                 meta.driver_version, meta.device_count, meta.collected, meta.host,
                 meta.world_size, meta.parallel, meta.environment, frozen(meta.sources),
-                tuple(run.ranks_without_kernels))
+                tuple(run.ranks_without_kernels), meta.device_hint,
+                frozen(meta.profiler_config), frozen(meta.hccl_algorithms),
+                frozen(meta.detail_sources))
 
 
 def _figure(values: Mapping[str, float]) -> Figure:
@@ -136,21 +141,37 @@ def _kernels(value) -> tuple[KernelShare, ...]:
                  for k in (value if isinstance(value, (list, tuple)) else ()))
 
 
-def _framework(cmp: Comparison) -> tuple:
-    """Typed framework-operator and module rows, their notes; Nones without links."""
+def _text(value) -> str:
+    value = clean(value)
+    return "" if value is None else str(value)
+
+
+def _framework(cmp: Comparison, analysis: Analysis) -> dict:
+    """The Report's framework fields: typed rows, roll-ups, summary, notes; Nones without links."""
     framework = cmp.framework
     if framework is None:
-        return None, None, ()
+        return {"framework_note": cmp.framework_note}
     ops = framework.operators
-    rows = tuple(FrameworkOpRow(str(r["name"]), str(r["input_shapes"] or ""),
+    rows = tuple(FrameworkOpRow(str(r["name"]), _text(r["input_shapes"]),
                                 float(r["base_count"]), float(r["new_count"]),
                                 clean(r["base_device_us"]), clean(r["new_device_us"]),
                                 clean(r["delta_us"]), str(r["status"]),
-                                _kernels(r["base_kernels"]), _kernels(r["new_kernels"]))
+                                _kernels(r["base_kernels"]), _kernels(r["new_kernels"]),
+                                clean(r["instance_change_pct"]), clean(r["p_value"]),
+                                bool(r["tested"]), clean(r["match_kind"]),
+                                _text(r["base_input_shapes"]), _text(r["new_input_shapes"]))
                  for r in ops.to_dict("records"))
     modules = None if framework.modules is None else rows_of(framework.modules,
                                                              FrameworkModuleRow)
-    return rows, modules, tuple(framework.notes)
+    s = framework.summary
+    summary = FrameworkSummaryResult(
+        s.attributed_base_us, s.attributed_new_us, s.delta_attributed_us,
+        clean(s.step_delta_us), clean(s.outside_us), framework.changed_count,
+        framework.key_count, analysis.framework_sentence)
+    return {"framework_ops": rows, "framework_modules": modules,
+            "framework_notes": tuple(framework.notes), "framework_note": cmp.framework_note,
+            "framework_rollup": rows_of(framework.rollup, FrameworkRollupRow),
+            "framework_summary": summary}
 
 
 def _series(rank: int | None, frame: pd.DataFrame) -> MemorySeries:
@@ -206,7 +227,6 @@ def build_report(cmp: Comparison, analysis: Analysis,
     None for a report that depends on the profiles alone.
     """
     t = cmp.thresholds
-    framework_ops, framework_modules, framework_notes = _framework(cmp)
     return Report(
         headline=analysis.headline,
         base=_side(cmp.base, cmp.base_steps), new=_side(cmp.new, cmp.new_steps),
@@ -220,9 +240,9 @@ def build_report(cmp: Comparison, analysis: Analysis,
         top_n=t.top_n, ranks=rows_of(cmp.ranks, RankRow),
         comm_groups=rows_of(cmp.groups, GroupRow), memory=_memory(cmp.memory, analysis),
         compute=_compute(analysis), families=rows_of(cmp.families, FamilyRow),
-        invocation=invocation, framework_ops=framework_ops,
-        framework_modules=framework_modules, framework_notes=framework_notes,
-        framework_note=cmp.framework_note)
+        invocation=invocation, **_framework(cmp, analysis),
+        comparability=tuple(ComparableRow(c.what, c.base, c.new, c.source)
+                            for c in cmp.comparability))
 
 
 # --------------------------------------------------------------------------- several candidates

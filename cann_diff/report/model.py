@@ -41,7 +41,10 @@ class Side:
     devices recorded; ``world_size``, ``parallel`` (``TP 2 · PP 2 · DP 2 …``) and
     ``environment`` (the environment variables that were set) come from
     profiler_metadata.json. ``sources`` maps each provenance fact to the file it was read
-    from or, when its value is None, to the file that would record it.
+    from or, when its value is None, to the file that would record it. ``device_hint`` is
+    the chip class the kernel table's PMU columns imply (not the device);
+    ``profiler_config`` the profiler settings as text; ``hccl_algorithms`` the algorithm
+    per communication type; ``detail_sources`` the files these came from.
     """
 
     label: str
@@ -63,6 +66,10 @@ class Side:
     environment: str | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
     ranks_without_kernels: tuple[int, ...] = ()
+    device_hint: str | None = None
+    profiler_config: Mapping[str, str] = field(default_factory=dict)
+    hccl_algorithms: Mapping[str, str] = field(default_factory=dict)
+    detail_sources: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -426,6 +433,14 @@ class FrameworkOpRow:
     status: str
     base_kernels: tuple[KernelShare, ...]
     new_kernels: tuple[KernelShare, ...]
+    # What the status rule saw (as OperatorRow's) and the pairing rung: ``exact``,
+    # ``data-inputs`` (index/workspace inputs differ), ``name`` (reshaped), None (one side).
+    instance_change_pct: float | None = None
+    p_value: float | None = None
+    tested: bool = False
+    match_kind: str | None = None
+    base_input_shapes: str = ""
+    new_input_shapes: str = ""
 
 
 @dataclass(frozen=True)
@@ -439,6 +454,53 @@ class FrameworkModuleRow:
     new_device_us: float | None
     delta_us: float | None
     status: str
+    instance_change_pct: float | None = None
+    p_value: float | None = None
+    tested: bool = False
+
+
+@dataclass(frozen=True)
+class FrameworkRollupRow:
+    """Framework time summed by operator name, family or module (µs per step and rank).
+
+    ``status`` compares totals: added, removed, increased, decreased (|Δ| at least the
+    threshold of the base total), unchanged.
+    """
+
+    level: str
+    key: str
+    base_us: float | None
+    new_us: float | None
+    delta_us: float | None
+    status: str
+
+
+@dataclass(frozen=True)
+class FrameworkSummaryResult:
+    """How much of Δ Stage the framework operators explain (µs per step and rank).
+
+    ``changed``/``keys``: the framework keys not ``unchanged``, of all; ``sentence`` says
+    it in words, naming the operators that carry the change.
+    """
+
+    attributed_base_us: float
+    attributed_new_us: float
+    delta_attributed_us: float
+    step_delta_us: float | None
+    outside_us: float | None
+    changed: int
+    keys: int
+    sentence: str
+
+
+@dataclass(frozen=True)
+class ComparableRow:
+    """One way the runs differ besides their stack: what, each side's value, and where."""
+
+    what: str
+    base: str
+    new: str
+    source: str
 
 
 @dataclass(frozen=True)
@@ -477,6 +539,9 @@ class Report:
     framework_modules: tuple[FrameworkModuleRow, ...] | None = None
     framework_notes: tuple[Note, ...] = ()
     framework_note: Note | None = None
+    framework_rollup: tuple[FrameworkRollupRow, ...] | None = None
+    framework_summary: FrameworkSummaryResult | None = None
+    comparability: tuple[ComparableRow, ...] = ()
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -487,7 +552,8 @@ class Report:
         """report.json content."""
         data = fields_json(self, leave_out=("notes", "top_n"))
         data["warnings"] = list(self.warnings)
-        order = ("tool", "invocation", "headline", "base", "new", "step", "operators",
+        order = ("tool", "invocation", "headline", "comparability", "base", "new", "step",
+                 "operators",
                  "categories", "families", "communication", "fusion", "findings", "warnings",
                  "thresholds", "ranks", "comm_groups", "memory", "compute")
         rest = [key for key in data if key not in order]  # a field added later still shows

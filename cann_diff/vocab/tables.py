@@ -1,15 +1,16 @@
 """The tables behind the vocabulary: MC2 fused operators, renamed kernels, family aliases.
 
-The package ships ``fusion_map.json``, ``renames.json`` and ``aliases.json`` in
-``cann_diff/data``; a user map adds entries in the same layout. An entry that does not fit
-the layout is an InputError naming the file it came from.
+The package ships ``fusion_map.json``, ``renames.json``, ``aliases.json`` and
+``framework_families.json`` in ``cann_diff/data``; a user map adds entries in the same
+layout (an alias map entry whose name holds ``::`` names a framework operator's family).
+An entry that does not fit the layout is an InputError naming the file it came from.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
@@ -103,6 +104,8 @@ class Vocabulary:
     renames: dict[str, Rename]
     aliases: dict[str, str]
     key: tuple[str | None, str | None] = (None, None)
+    # Framework operator name (``aten::add_``) -> family of the roll-up (``add``).
+    framework_families: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def build(cls, fusion_extra: dict | None = None, alias_extra: dict | None = None,
@@ -111,7 +114,8 @@ class Vocabulary:
         """The package tables, extended by a user fusion map and alias map (parsed JSON).
 
         Aliases: the renames' families first, then aliases.json, then the string entries
-        of the user's alias map; renames: renames.json, then its object entries.
+        of the user's alias map; renames: renames.json, then its object entries; framework
+        families: framework_families.json, then the alias map's ``::`` entries.
         """
         fusion = fusion_entries(package_map("fusion_map.json"), None)
         if fusion_extra is not None:
@@ -124,7 +128,12 @@ class Vocabulary:
         if alias_extra is not None:
             raw.update(_entries(alias_extra))
         aliases.update({k: v for k, v in raw.items() if isinstance(v, str)})
-        return cls(fusion, renames, aliases, (fusion_source, alias_source))
+        families = {name: family
+                    for family, names in _entries(package_map("framework_families.json")).items()
+                    for name in names}
+        families.update({k: v for k, v in _entries(alias_extra or {}).items()
+                         if "::" in k and isinstance(v, str)})
+        return cls(fusion, renames, aliases, (fusion_source, alias_source), families)
 
 
 @lru_cache(maxsize=1)
