@@ -70,13 +70,13 @@ def parse_steps(spec: str) -> list[tuple[int | None, int | None]]:
 
 def _screen(report, out_dir: Path) -> str:
     s = report.step
-    lines = [report.headline, "",
+    lines = [fmt.visible(report.headline), "",
              f"step  {fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms  "
              f"({fmt.pct(s.delta_pct)}, {s.status}"
              f"{', ' + fmt.p_phrase(s.p_value) if s.p_value is not None else ''})"]
     for finding in report.findings[:5]:
-        lines.append(f"  [{finding.severity}] {finding.id}: {finding.title}")
-    lines += ["", f"report: {out_dir / 'report.md'}"]
+        lines.append(f"  [{finding.severity}] {finding.id}: {fmt.visible(finding.title)}")
+    lines += ["", f"report: {fmt.visible(str(out_dir / 'report.md'))}"]
     return "\n".join(lines)
 
 
@@ -125,7 +125,7 @@ class Command(click.Command):
         try:
             return super().invoke(ctx)
         except CannDiffError as exc:
-            click.echo(f"cann-diff: error: {exc}", err=True)
+            click.echo(f"cann-diff: error: {fmt.visible(str(exc))}", err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as Terminated
             click.echo("cann-diff: interrupted", err=True)
@@ -181,6 +181,9 @@ def _show_version(ctx: click.Context, _param, value: bool) -> None:
               show_default="number of cores", help="Ranks read in parallel.")
 @click.option("--scheduler", metavar="ADDRESS",
               help="Read ranks on this Dask scheduler (pip install 'cann-diff[dask]').")
+@click.option("--junit", "junit_path", metavar="FILE",
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the gate as JUnit XML (a testsuite per candidate).")
 @click.option("--no-charts", is_flag=True, help="Skip the PNG charts.")
 @click.option("--no-html", is_flag=True, help="Skip report.html (one self-contained file).")
 @click.option("-q", "--quiet", is_flag=True,
@@ -189,7 +192,7 @@ def _show_version(ctx: click.Context, _param, value: bool) -> None:
               callback=_show_version, help="Show the version and exit.")
 def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_spec, alpha,
          threshold, step_threshold, fail_pct, fusion_map, alias_map, jobs, scheduler,
-         no_charts, no_html, quiet):
+         junit_path, no_charts, no_html, quiet):
     """Compare Ascend NPU profiles: BASE (current stack) and NEW (one or more candidates).
 
     Writes a Markdown + PNG + JSON report of what changed and why. With several NEW,
@@ -281,6 +284,8 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
         else:
             _write_candidates(results, names, failed if gate is not None else None, gate,
                               stage, not no_charts, not no_html)
+        if junit_path is not None:
+            _write_junit(junit_path, reports, names, out_dir or out, out, stage)
     if not quiet:
         _warn(reports)
     if len(results) == 1:
@@ -294,6 +299,21 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
                                for r, f in zip(results, failed) if f), err=True)
         sys.exit(EXIT_REGRESSION)
     sys.exit(EXIT_OK)
+
+
+def _write_junit(path: Path, reports, names: list[str], shown: Path, out: Path,
+                 stage: Path) -> None:
+    """Write the JUnit XML: in OUT, into the stage (moved with the report as one unit).
+
+    Elsewhere it goes where the user asked; the report directories are written as given.
+    """
+    from .render.files import write_text_atomic
+    from .render.junit import junit_xml
+
+    directories = [shown] if len(reports) == 1 else [shown / name for name in names]
+    text = junit_xml(reports, directories)
+    inside = path.resolve().parent == out.resolve()
+    write_text_atomic(stage / path.name if inside else path, text)
 
 
 def _labels(spec: str | None, base_label: str | None, new_label: str | None,
@@ -325,7 +345,7 @@ def _warn(reports) -> None:
                         + list(report.warnings) + memory):
             if warning not in said:
                 said.add(warning)
-                click.echo(f"cann-diff: warning: {warning}", err=True)
+                click.echo(f"cann-diff: warning: {fmt.visible(warning)}", err=True)
 
 
 def _write_candidates(results, names: list[str], failed: list[bool] | None,
@@ -346,13 +366,14 @@ def _candidates_summary(results, names: list[str], out_dir: Path) -> str:
     from .report import build_candidates_summary
 
     summary = build_candidates_summary([r.report for r in results], names, [None] * len(results))
-    lines = [summary.verdict, ""]
+    lines = [fmt.visible(summary.verdict), ""]
     for candidate in summary.candidates:
         s = candidate.step
-        lines.append(f"{candidate.label}: step {fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms "
+        lines.append(f"{fmt.visible(candidate.label)}: step {fmt.ms(s.base_us)} → "
+                     f"{fmt.ms(s.new_us)} ms "
                      f"({fmt.pct(s.delta_pct)}, {s.status}"
                      f"{', ' + fmt.p_phrase(s.p_value) if s.p_value is not None else ''})")
         for finding in candidate.findings[:3]:
-            lines.append(f"  [{finding.severity}] {finding.id}: {finding.title}")
-    lines += ["", f"report: {out_dir / 'report.md'}"]
+            lines.append(f"  [{finding.severity}] {finding.id}: {fmt.visible(finding.title)}")
+    lines += ["", f"report: {fmt.visible(str(out_dir / 'report.md'))}"]
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # typing.TypeIs is 3.13; the checker brings typing_extensions
@@ -108,3 +109,53 @@ def shapes(text: str, width: int = 38) -> str:
 def footnote_mark(number: int) -> str:
     """Superscript footnote number (¹, ², …)."""
     return str(number).translate(SUPERSCRIPTS)
+
+
+# --------------------------------------------------------------------------- text from outside
+
+# Control characters (C0, DEL, C1), zero-width and line/paragraph separators, bidi
+# embeddings, overrides and isolates, the byte-order mark: in a name from a profile, a
+# path or a label they break a line, recolour a terminal or reorder what a reader sees.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069"
+                      "\ufeff\ufffe\uffff]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# A run of text without blanks longer than this is cut in the middle (a 5,000-character
+# kernel name); report.json keeps it whole.
+LONG_RUN = 80
+TABLE_RUN = 60  # the same in a table cell
+
+
+def _escape_control(match: re.Match) -> str:
+    char = match.group(0)
+    code = ord(char)
+    return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def visible(text: str) -> str:
+    r"""Text with every control, invisible or bidi character written as an escape (``\\x1b``)."""
+    text = str(text)
+    return _CONTROL.sub(_escape_control, text) if _CONTROL.search(text) else text
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut in the middle to ``width`` characters, ``…`` where it was cut.
+
+    The end is kept as well as the start: names that differ only in a suffix
+    (``…_MatMulV2`` / ``…_MatMulV3``) still differ.
+    """
+    if len(text) <= width:
+        return text
+    tail = max(1, width // 4)
+    return text[: width - tail - 1] + "…" + text[-tail:]
+
+
+def clip_runs(text: str, width: int = LONG_RUN) -> str:
+    """Every run without blanks longer than ``width`` clipped (``clip``)."""
+    if len(text) <= width:
+        return text
+    return re.sub(r"\S{%d,}" % (width + 1), lambda m: clip(m.group(0), width), text)
+
+
+def outside_text(text: str, width: int = LONG_RUN) -> str:
+    """A string from a profile, path or label made safe to show: visible, long runs clipped."""
+    return clip_runs(visible(text), width)

@@ -100,10 +100,11 @@ def test_summary_markdown_tells_the_verdict_across_candidates(three):
     verdict = next(line for line in text.splitlines() if line.startswith("**Verdict:**"))
     assert "Only rerun is not slower than cann7" in verdict
     assert "cann8 is 15." in verdict and "MatmulAllReduce split" in verdict
-    assert "full report: cann7_vs_cann8/report.md" in text
+    assert "([full report](<cann7_vs_cann8/report.md>))" in text
     assert "candidates_step.png" in text
     html = (out / "report.html").read_text()
     assert "Only rerun is not slower than cann7" in html and "data:image/png;base64," in html
+    assert '<a href="cann7_vs_cann8/report.html">full report</a>' in html
     assert (out / "candidates_step.png").is_file()
 
 

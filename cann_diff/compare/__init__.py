@@ -200,7 +200,7 @@ def _shapes_note(operators: pd.DataFrame, thresholds: Thresholds,
     return Note("shapes-differ", f"the runs do not execute the same shapes: operator keys "
                 f"with equal input shapes on both sides hold only {base_share:.0%} of base "
                 f"and {new_share:.0%} of new kernel time ({why}). Per-operator verdicts cover "
-                "those keys only; `reshaped` keys (same family, other shapes) are compared by "
+                "those keys only; reshaped keys (same family, other shapes) are compared by "
                 "totals and never called slower or faster", {"causes": causes})
 
 

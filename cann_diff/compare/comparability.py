@@ -12,8 +12,8 @@ Pure: it reads the two Runs' provenance (``RunMeta``) and ``Run.dtype_us``, noth
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..schema import Run, RunMeta

@@ -23,6 +23,7 @@ from .document import (
     cell,
     code,
     inline,
+    report_link,
     strong,
 )
 from .files import write_text_atomic
@@ -78,8 +79,8 @@ def _findings(summary: CandidatesSummary) -> list[Block]:
     items = []
     for c in summary.candidates:
         shown = c.findings[:3]
-        text: list[str | Span | Inline] = [strong(c.label),
-                                           f" (full report: {c.report}/report.md): "]
+        text: list[str | Span | Inline] = [strong(c.label), " (",
+                                           report_link("full report", c.report), "): "]
         if not shown:
             text.append("nothing beyond the tables")
         for i, f in enumerate(shown):

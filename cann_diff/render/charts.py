@@ -31,6 +31,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import StrMethodFormatter  # noqa: E402
 
+from .. import format as fmt  # noqa: E402
 from ..report.model import CandidatesSummary, Memory, OperatorRow, RankRow, Report  # noqa: E402
 from .files import write_atomic  # noqa: E402
 from .memory_section import has_timeline  # noqa: E402
@@ -53,7 +54,10 @@ SPEED_STYLES: dict[str, dict[str, Any]] = {"regressed": {}, "improved": {},
                                            "not-significant": NOT_SIGNIFICANT,
                                            "untested": UNTESTED}
 HEATMAP_LIMIT_PCT = 20.0  # the heatmap's fixed scale: ±20 %, beyond it clipped
-plt.rcParams.update({"svg.hashsalt": "cann-diff", "font.size": 10, "hatch.linewidth": 0.6})
+# No mathtext: a name from a profile is drawn as written (``Cost $5 and $6``), never parsed
+# (``$\undefinedmacro{x}$`` would stop the run).
+plt.rcParams.update({"svg.hashsalt": "cann-diff", "font.size": 10, "hatch.linewidth": 0.6,
+                     "text.parse_math": False})
 MEMORY_SIZE = (8.0, 4.0)  # inches; with DPI 100 → 800 × 400 px
 MARKER_MAX_POINTS = 60
 NO_SHAPES = "* no input shapes recorded: the operator is keyed by its type alone"
@@ -78,6 +82,7 @@ def short(label: str, width: int = LABEL_WIDTH, lines: int = LABEL_LINES) -> str
     The middle is cut when longer, so that two labels that differ anywhere still differ;
     the tables and report.json keep the whole label.
     """
+    label = fmt.visible(label)
     if len(label) > width * lines:
         keep = width * lines - 1
         label = label[:keep // 2] + "…" + label[-(keep - keep // 2):]
@@ -182,7 +187,7 @@ def _label(op: OperatorRow) -> str:
                                  or op.new_input_shapes else "*")
     shapes = shapes if len(shapes) <= 28 else shapes[:27] + "…"
     tag = "" if op.status in ("regressed", "improved") else f" [{op.status}]"
-    return f"{op.op_type} {shapes}{tag}"
+    return f"{fmt.clip(fmt.visible(op.op_type), 32)} {fmt.visible(shapes)}{tag}"
 
 
 def _bar_style(op: OperatorRow, delta: float) -> dict[str, Any]:

@@ -17,10 +17,16 @@ from .. import format as fmt
 
 @dataclass(frozen=True)
 class Span:
-    """A run of text: ``style`` is ``""`` (plain), ``strong``, ``code`` or ``strong code``."""
+    """A run of text: ``style`` is ``""`` (plain), ``strong``, ``code`` or ``strong code``.
+
+    ``report``: the directory (relative to this report) of another report the text links
+    to; each renderer links its own file there (report.md from report.md, report.html
+    from report.html).
+    """
 
     text: str
     style: str = ""
+    report: str = ""
 
     @property
     def is_strong(self) -> bool:
@@ -57,6 +63,11 @@ def strong(*parts: str | Span | tuple) -> Inline:
 def code(text: str) -> Span:
     """Literal text: shapes, paths, ids, commands."""
     return Span(str(text), "code")
+
+
+def report_link(text: str, directory: str) -> Span:
+    """``text`` linking to the report in ``directory`` (its report.md / report.html)."""
+    return Span(str(text), "", str(directory))
 
 
 def plain_text(text: Inline) -> str:

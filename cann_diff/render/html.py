@@ -15,7 +15,9 @@ import hashlib
 import struct
 from collections.abc import Mapping
 from html import escape
+from urllib.parse import quote
 
+from .. import format as fmt
 from ..report import Report
 from .document import (
     Block,
@@ -53,12 +55,20 @@ code { font: .88em/1.3 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
 nav ol { columns: 2 24rem; column-gap: 2rem; margin: .4rem 0 0; padding-left: 1.6rem;
          font-size: .9rem; }
 nav li { break-inside: avoid; }
-.scroll { overflow-x: auto; margin: .6rem 0; }
+.scroll { overflow-x: auto; margin: .6rem 0;
+          background: linear-gradient(to right, #fff 30%, rgba(255,255,255,0)),
+                      linear-gradient(to left, #fff 30%, rgba(255,255,255,0)) 100% 0,
+                      radial-gradient(farthest-side at 0 50%, rgba(0,0,0,.22), transparent),
+                      radial-gradient(farthest-side at 100% 50%, rgba(0,0,0,.22), transparent)
+                      100% 0;
+          background-repeat: no-repeat; background-size: 2.5rem 100%, 2.5rem 100%,
+                      .9rem 100%, .9rem 100%;
+          background-attachment: local, local, scroll, scroll; }
 table { border-collapse: collapse; font-size: .86rem; font-variant-numeric: tabular-nums; }
 th, td { border: 1px solid var(--rule); padding: .2rem .5rem; vertical-align: top;
          text-align: left; }
 th { background: var(--band); }
-td.num, th.num { text-align: right; }
+td.num, th.num { text-align: right; white-space: nowrap; }
 tbody tr:nth-child(even) { background: #fafbfc; }
 th button { font: inherit; font-weight: bold; border: 0; background: none; padding: 0;
             cursor: pointer; color: inherit; text-align: inherit; }
@@ -149,7 +159,13 @@ def inline_html(text: Inline) -> str:
     bold: list[str] = []
 
     def piece(span) -> str:
-        body = escape(span.text)
+        shown = fmt.visible(span.text)
+        clipped = fmt.clip_runs(shown)
+        body = escape(clipped)
+        if clipped != shown:  # the whole text on hover; report.json has it too
+            body = f'<span title="{escape(shown)}">{body}</span>'
+        if span.report:
+            body = f'<a href="{escape(quote(span.report))}/report.html">{body}</a>'
         return f"<code>{body}</code>" if span.is_code else body
 
     def close() -> None:

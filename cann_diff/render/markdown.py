@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from urllib.parse import quote
 
 from tabulate import tabulate
 
+from .. import format as fmt
 from ..report.model import Memory, Report
 from .content import BREAKDOWN_ROWS, OP_HEADERS
 from .document import (
@@ -47,7 +49,7 @@ def escape(text: str, table: bool = False, start: bool = False) -> str:
     """
     text = " ".join(str(text).split()) if table else str(text)
     text = text.replace("\\", "\\\\")
-    text = re.sub(r"([`*])", r"\\\1", text)
+    text = re.sub(r"([`*~])", r"\\\1", text)  # ~: GitHub's strikethrough
     text = _UNDERSCORE.sub(r"\\_", text)
     text = _TAG.sub(r"\\<", text)
     text = _ENTITY.sub("&amp;", text)
@@ -73,9 +75,13 @@ def code_span(text: str, table: bool = False) -> str:
 
 
 def _span(span: Span, table: bool, start: bool) -> str:
+    """A span as Markdown: control characters made visible, long runs clipped, escaped."""
+    text = fmt.outside_text(span.text, fmt.TABLE_RUN if table else fmt.LONG_RUN)
     if span.is_code:
-        return code_span(span.text, table)
-    return escape(span.text, table, start)
+        return code_span(text, table)
+    if span.report:
+        return f"[{escape(text, table)}](<{quote(span.report)}/report.md>)"
+    return escape(text, table, start)
 
 
 def inline_md(text: Inline, table: bool = False, start: bool = True) -> str:

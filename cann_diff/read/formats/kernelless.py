@@ -40,7 +40,7 @@ STEP_TRACE = "step_trace_time.csv"
 COMMUNICATION = "communication.json"
 FILES = (STEP_TRACE, COMMUNICATION, *ANALYSIS_DBS, *MEMORY_FILES)
 LOOKS_FOR = (f"ASCEND_PROFILER_OUTPUT/{{{STEP_TRACE},{COMMUNICATION},analysis.db,"
-             "memory_record.csv,…}} without kernels")
+             "memory_record.csv,…} without kernels")
 NO_WINDOWS = pd.DataFrame({"step": [], "start_ns": [], "end_ns": []}, dtype="int64")
 
 
