@@ -21,6 +21,8 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -95,7 +97,28 @@ def test_committed_example_report_is_the_golden(example_result):
     differing = [line for line in (example / "report.md").read_text("utf-8").splitlines()
                  if line not in golden]
     assert len(differing) == 1
-    assert f"run as `{invocation.command}` on {invocation.date}." in differing[0]
+    assert f"run as `{invocation.command}`; dated {invocation.date}" in differing[0]
+    # Dated by the profiles, so rerunning the README command rewrites the same bytes.
+    assert invocation.date_source == "collected" and invocation.date == "2024-11-29T08:46:40Z"
+
+
+@pytest.mark.slow
+def test_the_readme_command_rewrites_the_committed_example_byte_for_byte(tmp_path):
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    env = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
+    env["PYTHONPATH"] = str(ROOT)  # this checkout, whatever is installed
+    run = subprocess.run([sys.executable, "-m", "cann_diff", "examples/cann7.0.1.3",
+                          "examples/cann8.0.RC2", "examples/cann8.0.RC2-mc2", "-o",
+                          "reports/example", "--quiet"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    shipped = ROOT / "reports/example"
+    made = sorted(p.relative_to(tmp_path / "reports/example")
+                  for p in (tmp_path / "reports/example").rglob("*") if p.is_file())
+    assert made == sorted(p.relative_to(shipped) for p in shipped.rglob("*") if p.is_file())
+    changed = [str(p) for p in made
+               if (tmp_path / "reports/example" / p).read_bytes() != (shipped / p).read_bytes()]
+    assert changed == [], "the README command would leave `git status` dirty"
 
 
 @pytest.mark.slow

@@ -152,21 +152,43 @@ def test_given_labels_are_kept(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_records_the_command_line_and_the_date(tmp_path):
+def test_cli_records_the_command_line_and_the_date(tmp_path, monkeypatch):
     run_dir = write_profile(tmp_path, "run", SCHEDULE).path
     out = tmp_path / "out"
-    before = time.time()
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
     result = CliRunner().invoke(main, [str(run_dir), str(run_dir), "-o", str(out), "-q",
                                        "--no-charts", "--top", "3"])
     assert result.exit_code == 0, result.output
-    invocation = json.loads((out / "report.json").read_text())["invocation"]
+    data = json.loads((out / "report.json").read_text())
+    invocation = data["invocation"]
     # --quiet (like --jobs and --scheduler) changes how the tool runs, not the report.
     assert invocation["command"] == (f"cann-diff {run_dir} {run_dir} --out {out} --top 3 "
                                      "--no-charts")
-    stamp = time.mktime(time.strptime(invocation["date"][:19], "%Y-%m-%dT%H:%M:%S"))
-    assert before - 2 <= stamp <= time.time() + 2  # local time, to the second
+    # Dated by the profiles' own collection time: the same profiles, the same bytes.
+    assert invocation["date_source"] == "collected"
+    assert invocation["date"] == max(data["base"]["collected"], data["new"]["collected"])
     md = (out / "report.md").read_text()
-    assert f"run as `{invocation['command']}` on {invocation['date']}." in md
+    assert (f"run as `{invocation['command']}`; dated {invocation['date']} (the newest "
+            "collection time of the profiles)") in md
+
+
+def test_source_date_epoch_dates_the_report_and_a_profile_without_a_time_the_run(
+        tmp_path, monkeypatch):
+    run_dir = write_profile(tmp_path, "run", SCHEDULE).path
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    result = CliRunner().invoke(main, [str(run_dir), str(run_dir), "-o", str(tmp_path / "a"),
+                                       "-q", "--no-charts"])
+    assert result.exit_code == 0, result.output
+    invocation = json.loads((tmp_path / "a/report.json").read_text())["invocation"]
+    assert invocation == {"command": invocation["command"], "date": "2023-11-14T22:13:20+00:00",
+                          "date_source": "SOURCE_DATE_EPOCH"}
+    from cann_diff.report import Invocation
+
+    monkeypatch.delenv("SOURCE_DATE_EPOCH")
+    before = time.time()
+    now = Invocation.now("cann-diff a b").dated_by_profiles([None, None])
+    stamp = time.mktime(time.strptime(now.date[:19], "%Y-%m-%dT%H:%M:%S"))
+    assert now.date_source == "run" and before - 2 <= stamp <= time.time() + 2
 
 
 # --------------------------------------------------------------------------- real files

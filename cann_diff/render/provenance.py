@@ -114,6 +114,9 @@ def provenance_blocks(report: Report) -> list[Block]:
                   f"(α = {t.alpha:g}, minimum change {t.threshold_pct:g}%, "
                   f"{int(t.confidence * 100)}% confidence intervals)")
     if report.invocation is not None:
-        made = inline(made, ", run as ", code(report.invocation.command), " on ",
-                      report.invocation.date)
+        when = {"collected": " (the newest collection time of the profiles)",
+                "SOURCE_DATE_EPOCH": " (SOURCE_DATE_EPOCH)"}.get(
+                    report.invocation.date_source, "")
+        made = inline(made, ", run as ", code(report.invocation.command), "; dated ",
+                      report.invocation.date, when)
     return [Table(("", "base", "new"), rows), Paragraph(inline(made, "."), "small")]

@@ -227,6 +227,9 @@ def build_report(cmp: Comparison, analysis: Analysis,
     None for a report that depends on the profiles alone.
     """
     t = cmp.thresholds
+    if invocation is not None:
+        invocation = invocation.dated_by_profiles([cmp.base.meta.collected,
+                                                   cmp.new.meta.collected])
     return Report(
         headline=analysis.headline,
         base=_side(cmp.base, cmp.base_steps), new=_side(cmp.new, cmp.new_steps),

@@ -372,26 +372,40 @@ class FamilyRow:
 
 @dataclass(frozen=True)
 class Invocation:
-    """How the report was asked for: the command line and when (the CLI fills it).
+    """How the report was asked for: the command line and its date (the CLI fills it).
 
     Library users leave it None, so a report built twice from the same profiles is the
-    same report (the golden files rely on it).
+    same report (the golden files rely on it). ``date_source`` says what dates it:
+    ``SOURCE_DATE_EPOCH`` (the reproducible-builds convention), ``collected`` (the newest
+    collection time the profiles record: the same profiles give the same bytes) or
+    ``run`` (the time of the run, when the profiles record none).
     """
 
     command: str
     date: str
+    date_source: str = "run"
 
     @classmethod
     def now(cls, command: str) -> Invocation:
-        """The invocation of ``command`` now (local time, ISO 8601, seconds).
+        """The invocation of ``command``: dated by ``SOURCE_DATE_EPOCH`` when set, else now.
 
-        ``SOURCE_DATE_EPOCH`` (the reproducible-builds convention), when set, is the time
-        instead, so two runs on the same profiles write byte-identical reports.
+        ``dated_by_profiles`` replaces a ``run`` date by the profiles' own.
         """
         epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
-        when = (datetime.fromtimestamp(int(epoch), tz=timezone.utc) if epoch.isdigit()
-                else datetime.now().astimezone())
-        return cls(command, when.isoformat(timespec="seconds"))
+        if epoch.isdigit():
+            when = datetime.fromtimestamp(int(epoch), tz=timezone.utc)
+            return cls(command, when.isoformat(timespec="seconds"), "SOURCE_DATE_EPOCH")
+        return cls(command, datetime.now().astimezone().isoformat(timespec="seconds"))
+
+    def dated_by_profiles(self, collected: list[str | None]) -> Invocation:
+        """Dated by the newest collection time among ``collected`` (ISO 8601).
+
+        Unchanged when ``SOURCE_DATE_EPOCH`` dates it or no profile records a time.
+        """
+        known = [c for c in collected if c]
+        if self.date_source != "run" or not known:
+            return self
+        return Invocation(self.command, max(known), "collected")
 
 
 def tool_version() -> str | None:
