@@ -11,6 +11,7 @@ The pipeline (pandas, scipy, matplotlib) is imported inside the command, so that
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shlex
@@ -34,21 +35,90 @@ from .errors import (
     UsageError,
     one_line,
 )
-from .render.files import check_output_dir, safe_name, staged_report
+from .render.files import check_output_dir, safe_name, staged_report, unique_names
 from .settings import Thresholds
 
 DEBUG_VARIABLE = "CANN_DIFF_DEBUG"
 
 
-def _percent(value: str, option: str) -> float:
-    text = value.strip().rstrip("%")
+def _finite(value: str, option: str, what: str, number_text: str | None = None) -> float:
+    """The option's value (``number_text`` of it) as a finite float, else a UsageError."""
     try:
-        number = float(text)
+        number = float(str(value).strip() if number_text is None else number_text)
     except ValueError:
-        raise UsageError(option, f"{value!r} is not a percentage (e.g. 5 or 5%)") from None
+        raise UsageError(option, f"{value!r} is not {what}") from None
+    if not math.isfinite(number):  # nan compares false with every bound: it would pass them
+        raise UsageError(option, f"{value!r} is not a finite number")
+    return number
+
+
+def _percent(value: str, option: str) -> float:
+    number = _finite(value, option, "a percentage (e.g. 5 or 5%)",
+                     str(value).strip().removesuffix("%"))
     if number < 0:
         raise UsageError(option, "must not be negative")
     return number
+
+
+def _count(value: str, option: str) -> int:
+    """A whole number ≥ 1 (``--top``, ``--jobs``)."""
+    text = str(value).strip()
+    if not re.fullmatch(r"[+]?\d+", text):
+        raise UsageError(option, f"{value!r} is not a whole number (e.g. 4)")
+    if int(text) < 1:
+        raise UsageError(option, "must be at least 1")
+    return int(text)
+
+
+def _alpha(value: str) -> float:
+    number = _finite(value, "--alpha", "a number (e.g. 0.05)")
+    if not 0 < number < 1:
+        raise UsageError("--alpha", "must lie strictly between 0 and 1")
+    return number
+
+
+def _seconds(value: str, option: str) -> float:
+    number = _finite(value, option, "a number of seconds (e.g. 10)")
+    if number <= 0:
+        raise UsageError(option, "must be more than 0 seconds")
+    return number
+
+
+def _scheduler(address: str | None) -> str | None:
+    """The ``--scheduler`` address, checked before anything is read or connected."""
+    if address is None:
+        return None
+    from .read.execute import scheduler_address_problem
+
+    problem = scheduler_address_problem(address.strip())
+    if problem:
+        raise UsageError("--scheduler", f"{address!r}: {problem}")
+    return address.strip()
+
+
+def _agg_fallback() -> str | None:
+    """Draw with Agg when ``MPLBACKEND`` names no backend; the warning to show, or None.
+
+    matplotlib reads ``MPLBACKEND`` when it is imported and refuses an unknown name with a
+    ValueError before charts.py can choose Agg. The name is checked with the variable out
+    of the way; an unknown one is replaced by Agg (for the workers too, which inherit it).
+    """
+    wanted = os.environ.get("MPLBACKEND")
+    if not wanted or "matplotlib" in sys.modules:
+        return None
+    del os.environ["MPLBACKEND"]
+    try:
+        from matplotlib import rcsetup
+
+        rcsetup.validate_backend(wanted)
+    except ImportError:  # no matplotlib: --no-charts is the only way anyway
+        os.environ["MPLBACKEND"] = wanted
+        return None
+    except ValueError:
+        os.environ["MPLBACKEND"] = "Agg"
+        return f"MPLBACKEND={wanted!r} is not a matplotlib backend; charts are drawn with Agg"
+    os.environ["MPLBACKEND"] = wanted
+    return None
 
 
 def parse_steps(spec: str) -> list[tuple[int | None, int | None]]:
@@ -87,7 +157,7 @@ def _write_report(result, out_dir: Path, charts_wanted: bool, html_wanted: bool 
 
 
 # Options that change how the tool runs, not what the report says.
-NOT_RECORDED = ("quiet", "jobs", "scheduler")
+NOT_RECORDED = ("quiet", "jobs", "scheduler", "scheduler_timeout")
 
 
 def _command_line(ctx: click.Context) -> str:
@@ -162,11 +232,11 @@ def _show_version(ctx: click.Context, _param, value: bool) -> None:
 @click.option("--new-label", help="Name of the new run (one NEW) [default: dir name].")
 @click.option("--labels", "labels_spec", metavar="A,B,..",
               help="Names of BASE and every NEW, in order, comma-separated.")
-@click.option("--top", "top_n", type=click.IntRange(1), default=15, show_default=True,
-              help="Rows in the top regressions/improvements tables.")
+@click.option("--top", "top_n", default="15", show_default=True, metavar="N",
+              help="Rows in the top regressions/improvements tables (at least 1).")
 @click.option("--steps", "steps_spec", help="Steps to compare, e.g. 5-7,9 or 3- (skip warm-up).")
-@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              default=0.05, show_default=True, help="Significance level.")
+@click.option("--alpha", default="0.05", show_default=True, metavar="A",
+              help="Significance level, strictly between 0 and 1.")
 @click.option("--threshold", "threshold", default="5%", show_default=True,
               help="Smallest per-instance operator change called a regression/improvement.")
 @click.option("--step-threshold", "step_threshold", default="2%", show_default=True,
@@ -177,10 +247,13 @@ def _show_version(ctx: click.Context, _param, value: bool) -> None:
               help="JSON file adding MC2 fused ops to the built-in table.")
 @click.option("--alias-map", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="JSON file of operator family aliases {\"Gemm\": \"MatMul\"}.")
-@click.option("-j", "--jobs", type=click.IntRange(1), default=os.cpu_count() or 1,
+@click.option("-j", "--jobs", default=str(os.cpu_count() or 1), metavar="N",
               show_default="number of cores", help="Ranks read in parallel.")
 @click.option("--scheduler", metavar="ADDRESS",
-              help="Read ranks on this Dask scheduler (pip install 'cann-diff[dask]').")
+              help="Read ranks on this Dask scheduler, tcp://HOST:PORT "
+                   "(pip install 'cann-diff[dask]').")
+@click.option("--scheduler-timeout", "scheduler_timeout", default="10", show_default=True,
+              metavar="SECONDS", help="Seconds to wait for the Dask scheduler to answer.")
 @click.option("--junit", "junit_path", metavar="FILE",
               type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the gate as JUnit XML (a testsuite per candidate).")
@@ -192,7 +265,7 @@ def _show_version(ctx: click.Context, _param, value: bool) -> None:
               callback=_show_version, help="Show the version and exit.")
 def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_spec, alpha,
          threshold, step_threshold, fail_pct, fusion_map, alias_map, jobs, scheduler,
-         junit_path, no_charts, no_html, quiet):
+         scheduler_timeout, junit_path, no_charts, no_html, quiet):
     """Compare Ascend NPU profiles: BASE (current stack) and NEW (one or more candidates).
 
     Writes a Markdown + PNG + JSON report of what changed and why. With several NEW,
@@ -212,12 +285,30 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
       130  interrupted by SIGINT (Ctrl-C): no partial report or temp file left
       143  terminated by SIGTERM: no partial report or temp file left
     """  # noqa: D301 (click's \b: a paragraph it must not rewrap)
+    # Every value checked before anything is read: a typo costs one line, not a run.
+    news = list(new)
+    labels = _labels(labels_spec, base_label, new_label, len(news))
+    gate = _percent(fail_pct, "--fail-on-regression") if fail_pct is not None else None
+    # The gate is part of the step verdict: the status says "regressed" whenever it fails.
+    # An explicit --steps choice replaces the screening of warm-up steps.
+    thresholds = Thresholds(alpha=_alpha(alpha), threshold_pct=_percent(threshold, "--threshold"),
+                            step_threshold_pct=_percent(step_threshold, "--step-threshold"),
+                            fail_on_regression_pct=gate, screen_steps=not steps_spec,
+                            top_n=_count(top_n, "--top"))
+    steps = parse_steps(steps_spec) if steps_spec else None
+    jobs = _count(jobs, "--jobs")
+    timeout_s = _seconds(scheduler_timeout, "--scheduler-timeout")
     # Here, not at the top: --help stays fast. The allocator first, before pyarrow loads.
     from .allocator import tune
 
     tune()
+    scheduler = _scheduler(scheduler)
+    fallback = _agg_fallback() if not no_charts else None
+    if fallback and not quiet:
+        click.echo(f"cann-diff: warning: {fallback}", err=True)
     from .pipeline import Options, diff_candidates
     from .report import Invocation
+    from .settings import Limits
 
     started = time.monotonic()
 
@@ -245,19 +336,10 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
         if not quiet:
             click.echo(f"cann-diff: waiting for another cann-diff writing to {out}", err=True)
 
-    news = list(new)
-    labels = _labels(labels_spec, base_label, new_label, len(news))
-    gate = _percent(fail_pct, "--fail-on-regression") if fail_pct is not None else None
-    # The gate is part of the step verdict: the status says "regressed" whenever it fails.
-    # An explicit --steps choice replaces the screening of warm-up steps.
-    thresholds = Thresholds(alpha=alpha, threshold_pct=_percent(threshold, "--threshold"),
-                            step_threshold_pct=_percent(step_threshold, "--step-threshold"),
-                            fail_on_regression_pct=gate, screen_steps=not steps_spec,
-                            top_n=top_n)
     options = Options(base_label=labels[0], new_label=labels[1] if len(news) == 1 else None,
-                      steps=parse_steps(steps_spec) if steps_spec else None,
-                      thresholds=thresholds, fusion_map=fusion_map,
-                      alias_map=alias_map, jobs=jobs, scheduler=scheduler)
+                      steps=steps, thresholds=thresholds, fusion_map=fusion_map,
+                      alias_map=alias_map, jobs=jobs, scheduler=scheduler,
+                      limits=Limits(dask_timeout_s=timeout_s))
     inputs = [base, *news]
     if out_dir is not None:  # fail early, but create nothing before the inputs read
         check_output_dir(out_dir, inputs, create=False)
@@ -265,7 +347,8 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
     results = diff_candidates(base, news, options, labels, progress, rank_progress,
                               invocation)
     reports = [r.report for r in results]
-    names = [f"{safe_name(r.base.label)}_vs_{safe_name(r.new.label)}" for r in reports]
+    names = unique_names([f"{safe_name(r.base.label)}_vs_{safe_name(r.new.label)}"
+                          for r in reports])
     default = names[0] if len(reports) == 1 else \
         f"{safe_name(reports[0].base.label)}_vs_" + "_".join(safe_name(r.new.label)
                                                              for r in reports)
@@ -276,16 +359,18 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
     with staged_report(out, on_wait=lambda: waiting(out)) as stage:
         replaced = [name for name in ("report.md", "report.json", "ranks.csv")
                     if (out / name).exists()]
-        if replaced and not quiet:
-            click.echo(f"cann-diff: replacing {', '.join(replaced)} in {out}", err=True)
         progress(f"writing report to {out}")
         if len(results) == 1:
             _write_report(results[0], stage, not no_charts, not no_html)
         else:
             _write_candidates(results, names, failed if gate is not None else None, gate,
                               stage, not no_charts, not no_html)
-        if junit_path is not None:
-            _write_junit(junit_path, reports, names, out_dir or out, out, stage)
+        outside = junit_path is not None and not _write_junit(junit_path, reports, names,
+                                                              out_dir or out, out, stage)
+    if outside:  # beside the report, once the report is in place
+        _write_junit(junit_path, reports, names, out_dir or out, out, None)
+    if replaced and not quiet:  # said once the moves are done: a failed run replaced nothing
+        click.echo(f"cann-diff: replacing {', '.join(replaced)} in {out}", err=True)
     if not quiet:
         _warn(reports)
     if len(results) == 1:
@@ -302,18 +387,23 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
 
 
 def _write_junit(path: Path, reports, names: list[str], shown: Path, out: Path,
-                 stage: Path) -> None:
-    """Write the JUnit XML: in OUT, into the stage (moved with the report as one unit).
+                 stage: Path | None) -> bool:
+    """Write the JUnit XML; False (nothing written) for a FILE outside OUT while staging.
 
-    Elsewhere it goes where the user asked; the report directories are written as given.
+    In OUT it goes into the stage (moved with the report as one unit); elsewhere, with
+    ``stage`` None, where the user asked, after the report is in place. The report
+    directories are written as given.
     """
     from .render.files import write_text_atomic
     from .render.junit import junit_xml
 
+    inside = path.resolve().parent == out.resolve()
+    if stage is not None and not inside:
+        return False
     directories = [shown] if len(reports) == 1 else [shown / name for name in names]
     text = junit_xml(reports, directories)
-    inside = path.resolve().parent == out.resolve()
-    write_text_atomic(stage / path.name if inside else path, text)
+    write_text_atomic(stage / path.name if stage is not None else path, text)
+    return True
 
 
 def _labels(spec: str | None, base_label: str | None, new_label: str | None,

@@ -8,13 +8,18 @@ from pathlib import Path
 
 from .compare import Comparison, compare
 from .compare.stats import load_distributions
+from .errors import InputError
 from .findings import Analysis, analyse
 from .match import match
 from .read import StepRanges, load_run
 from .read.execute import Processes, plan_sides
+from .read.formats import FORMATS, KERNEL_LESS
 from .report import Invocation, Report, build_report
-from .schema import Run
+from .schema import Note, Run
 from .settings import Limits, Thresholds
+
+# The Note on a run whose kernel durations cannot be measurements (docs/design.md "Notes").
+IMPLAUSIBLE = "implausible-durations"
 
 
 @dataclass(frozen=True)
@@ -72,14 +77,71 @@ def _ranks_text(ranks: tuple[int, ...]) -> str:
 def read_side(path: str | Path, label: str | None, side: str, options: Options,
               progress=lambda message: None,
               rank_progress=lambda side, done, total: None) -> Run:
-    """Read one input as the comparison needs it (summaries only, the chosen steps)."""
+    """Read one input as the comparison needs it (summaries only, the chosen steps).
+
+    Raises InputError when the input holds nothing to compare (``require_data``); a run
+    whose kernel durations cannot be real carries an ``implausible-durations`` note.
+    """
     progress(f"reading {side}: {path}")
     run = load_run(path, label, limits=options.limits, fusion_map=options.fusion_map,
                    alias_map=options.alias_map, jobs=options.jobs,
                    scheduler=options.scheduler, keep_rows=False, steps=options.steps,
                    progress=lambda done, total: rank_progress(side, done, total))
+    require_data(run)
     progress(f"  {run.summary.kernels:,} kernels, ranks {_ranks_text(run.meta.ranks)}")
-    return run
+    return flag_implausible(run)
+
+
+def _has_memory(run: Run) -> bool:
+    memory = run.memory
+    return memory is not None and any(len(frame) for frame in (
+        memory.summary.peaks, memory.summary.operators, memory.summary.hbm, memory.copies))
+
+
+def require_data(run: Run) -> None:
+    """Refuse a run with no kernel rows, no step times and no communication figures.
+
+    Each reader accepts a rank that holds any one of them; a profile whose files are
+    there but empty (a 0-byte db beside an empty communication.json, a db of unrelated
+    tables) would otherwise give a report against nothing, and exit 0. A run with device
+    memory alone is kept: the memory comparison reads it.
+    """
+    comm = run.summary.comm
+    if run.summary.kernels or len(run.steps) or (len(comm) and comm["ops"].sum() > 0) \
+            or _has_memory(run):
+        return
+    looked = next((f.looks_for for f in (*FORMATS, KERNEL_LESS) if f.name == run.meta.format),
+                  None)
+    where = f" (read as {run.meta.format}: {looked})" if looked else ""
+    raise InputError(run.meta.path, f"nothing to compare: no kernel rows, no step times and "
+                                    f"no communication data{where}")
+
+
+def flag_implausible(run: Run) -> Run:
+    """The run, with an ``implausible-durations`` note when its durations cannot be real.
+
+    Every kernel lasting 0 µs, or every kernel of two or more operator types lasting
+    exactly the same time, is no measurement: a profile written by a tool, or a column
+    overwritten. The run is still compared (its step figures may be real); the note says
+    why its kernel figures are not to be trusted.
+    """
+    durations = run.summary.samples["dur_us"]
+    if run.summary.kernels < 2 or len(durations) < 2 or durations.nunique() != 1:
+        return run
+    value = float(durations.iloc[0])
+    types = run.summary.ops["op_type"].nunique()
+    if value == 0:
+        text = (f"implausible kernel durations: all {run.summary.kernels:,} kernels last 0 µs; "
+                "the kernel, operator and communication-kernel figures of this run are not "
+                "measurements")
+    elif types >= 2:
+        text = (f"implausible kernel durations: all {run.summary.kernels:,} kernels, of "
+                f"{types} operator types, last exactly {value:g} µs; the kernel and operator "
+                "figures of this run are not measurements")
+    else:
+        return run
+    return replace(run, warnings=(*run.warnings, Note(IMPLAUSIBLE, text,
+                                                      {"duration_us": value})))
 
 
 def compare_runs(base: Run, new: Run, options: Options = Options(),
@@ -181,9 +243,15 @@ def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
              *[(path, label, f"new {i}") for i, (label, path)
                in enumerate(zip(labels[1:], new_paths), 1)]]
     runs = read_sides(items, options, progress, rank_progress)
-    if not any(labels):
-        candidates = (["new"] if len(new_paths) == 1
-                      else [f"new{i}" for i in range(1, len(new_paths) + 1)])
-        runs = distinct_labels(runs, [base_path, *new_paths], ["base", *candidates])
+    # Runs named by default are told apart (a candidate given twice is reported twice, as
+    # new1:… and new2:…); names the caller gave are kept as given.
+    paths = [base_path, *new_paths]
+    sides = ["base", *(["new"] if len(new_paths) == 1
+                       else [f"new{i}" for i in range(1, len(new_paths) + 1)])]
+    defaulted = [i for i, label in enumerate(labels) if label is None]
+    told = distinct_labels([runs[i] for i in defaulted], [paths[i] for i in defaulted],
+                           [sides[i] for i in defaulted])
+    for i, run in zip(defaulted, told):
+        runs[i] = run
     base, news = runs[0], runs[1:]
     return [compare_runs(base, new, options, progress, invocation) for new in news]

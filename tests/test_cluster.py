@@ -148,7 +148,8 @@ def test_dask_worker_processes_same_report_and_bad_rank_exit_2(runs, tmp_path):
 def test_unreachable_scheduler_is_exit_2(runs):
     pytest.importorskip("distributed")
     result = CliRunner().invoke(main, [str(runs["base"]), str(runs["slow"]), "--scheduler",
-                                       "tcp://127.0.0.1:9", "-q", "--no-charts"])
+                                       "tcp://127.0.0.1:9", "--scheduler-timeout", "0.5",
+                                       "-q", "--no-charts"])
     assert result.exit_code == 2
     assert "Dask scheduler" in result.output and "internal error" not in result.output
 

@@ -387,10 +387,13 @@ def test_dask_timeout_comes_from_settings(tmp_path, monkeypatch):
         raise OSError("refused")
 
     monkeypatch.setattr(distributed, "Client", refuse)
+    # The scheduler is asked who it is first, within the same timeout.
+    monkeypatch.setattr(cann_diff.read.execute, "_identify", lambda address, timeout, _: (
+        asked.append(("identify", address, timeout)), {"type": "Scheduler"})[1])
     rank = write_rank(tmp_path, "r_ascend_pt", 0, kernels=[(1, 0, 10)])
     with pytest.raises(InputError, match="cannot reach Dask scheduler"):
         load_run(rank, scheduler="tcp://10.0.0.1:8786", limits=Limits(dask_timeout_s=1.5))
-    assert asked == [("tcp://10.0.0.1:8786", 1.5)]
+    assert asked == [("identify", "tcp://10.0.0.1:8786", 1.5), ("tcp://10.0.0.1:8786", 1.5)]
 
 
 @pytest.mark.slow

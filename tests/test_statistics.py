@@ -417,3 +417,11 @@ def test_a_large_change_too_few_instances_to_test_is_untested(tmp_path):
     assert cast["p_value"] is None and cast["tested"] is False
     rows = [line for line in md.splitlines() if line.startswith("| Cast")]
     assert rows and "| +30.0% untested " in rows[0]
+
+
+def test_the_smallest_signed_rank_p_of_many_pairs_does_not_overflow():
+    from cann_diff.compare import stats
+
+    assert stats.smallest_p_signed_rank(4) == 2 / 16
+    assert stats.smallest_p_signed_rank(3200) == 0.0  # 2 / 2^3200 underflows, never raises
+    assert stats.smallest_p_signed_rank(0) == 1.0

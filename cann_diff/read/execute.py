@@ -11,19 +11,37 @@ read side by side in processes (``pipeline.read_sides``).
 Worker processes come from a forkserver (a spawn where there is none), never a plain
 fork: the parent may hold pyarrow's native threads, and a fork taken while one of them
 holds an allocator lock hangs the child.
+
+Ctrl-C is for the parent. A terminal sends SIGINT to the whole process group, and a worker
+that took it would print its own traceback, or die idle and leave the pool broken, while
+the parent waits. So workers (and the forkserver, which is started with SIGINT and SIGTERM
+blocked) ignore SIGINT; the parent, interrupted, stops them: SIGTERM first, on which a
+worker stops its own pools the same way (a side worker reading its ranks in processes)
+and leaves, then SIGKILL for any still there after ``STOP_GRACE_S``. Every worker's
+temporary files go below one directory of the parent's, removed once the pool is gone,
+even when a worker had to be killed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
 import math
 import os
-from collections.abc import Callable, Sequence
+import re
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import InputError
+from ..errors import EXIT_SIGTERM, InputError
 
 # A process pool pays a forkserver start (the package imported once, ~1 s of CPU) and
 # the pickling of every rank's summaries (~2 ms each); one rank's read costs ~10-30 ms.
@@ -43,6 +61,12 @@ SIDE_PROCESS_MIN_BYTES = 64 * 2**20
 # "Round 5"). So there are at most jobs // JOBS_PER_SIDE_WORKER side workers, and at least 2.
 JOBS_PER_SIDE_WORKER = 2
 SIDE_PROCESS_MIN_JOBS = 2 * JOBS_PER_SIDE_WORKER
+# Seconds an interrupted parent gives its workers to unwind after SIGTERM before it kills
+# them: enough for a chunk to leave the C call it is in (a pyarrow parse of one rank takes
+# well under a second) and stop a nested pool, which gets half of it.
+STOP_GRACE_S = 4.0
+# The signals a worker must not take from the terminal: its parent handles them.
+PARENT_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 
 Progress = Callable[[int, int], None]
 
@@ -82,14 +106,19 @@ class Threads:
     jobs: int
 
     def run(self, func, chunks, progress):
-        """Run the chunks in a thread pool."""
-        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+        """Run the chunks in a thread pool; on an error or interrupt, start no other chunk."""
+        pool = ThreadPoolExecutor(max_workers=self.jobs)
+        try:
             futures = [pool.submit(func, chunk) for chunk in chunks]
             results = []
             for number, future in enumerate(futures, 1):
                 results.append(future.result())
                 progress(number, len(chunks))
-            return results
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)  # the running chunks finish
+            raise
+        pool.shutdown()
+        return results
 
 
 def pool_context(preload: str = "cann_diff.read") -> Any:
@@ -107,11 +136,112 @@ def pool_context(preload: str = "cann_diff.read") -> Any:
     return multiprocessing.get_context("spawn")
 
 
-def kill_pool(pool: Any) -> None:
-    """Stop a pool's queued work and kill its workers (this pool's processes only)."""
+@contextmanager
+def _workers_starting() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back while worker processes are started; deliver them after.
+
+    Two things are needed. The signals are blocked in this thread, because a process
+    inherits the mask it is started with: the forkserver (started by the first worker) and
+    a spawned worker then cannot take a Ctrl-C during their start-up, before they could
+    ignore it. And (in the main thread) Python's handlers are swapped for ones that only
+    remember the signal, as another thread of this process may take it: an interrupt in
+    the middle of a start would leave a worker that the pool does not list yet, and so
+    that nothing stops. The remembered signal is raised once every worker is listed.
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    from multiprocessing import resource_tracker
+
+    # The pool's first lock starts multiprocessing's resource tracker, which unblocks both
+    # signals once it has started (CPython 3.11-3.13 restore no earlier mask): start it now.
+    resource_tracker.ensure_running()
+    caught: list[int] = []
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        # A signal this process ignores (SIGINT in a worker) stays ignored: not deferred.
+        handlers = {number: signal.signal(number, lambda number, _: caught.append(number))
+                    for number in sorted(PARENT_SIGNALS)
+                    if signal.getsignal(number) is not signal.SIG_IGN}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a blocked one arrives now
+        for number, handler in handlers.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+        if caught:
+            signal.raise_signal(caught[0])
+
+
+# The process pools running in this process now, and the grace its pools get (half its
+# parent's in a worker).
+_pools: list[Any] = []
+_grace_s = STOP_GRACE_S
+
+
+def _stop_worker(_signum, _frame) -> None:
+    """SIGTERM in a worker: stop the pools it runs, then leave without unwinding.
+
+    The worker's temporary files lie below its parent's directory, which the parent
+    removes; its own pools (a side worker reading its ranks in processes) are stopped the
+    same way, so that none of their workers outlives it. Then multiprocessing's exit
+    handlers run (they release the pools' semaphores) and the process ends: an exception
+    raised here instead could land anywhere, in a finalizer that swallows it or in
+    multiprocessing's loop, which prints it as a traceback.
+    """
+    from multiprocessing import util
+
+    for pool in list(_pools):
+        kill_pool(pool, _grace_s)
+    util._exit_function()  # type: ignore[attr-defined]  # what a worker runs at its exit
+    os._exit(EXIT_SIGTERM)
+
+
+def _start_worker(temp_root: str, grace_s: float, sockets: str) -> None:
+    """Pool initializer: SIGINT ignored, SIGTERM stops, temporary files below ``temp_root``.
+
+    multiprocessing's own files (the socket of a forkserver the worker starts for a pool
+    of its own) go to ``sockets``, the parent's directory for them: below ``temp_root``
+    their paths could outgrow the 107 bytes a socket's name may have.
+    """
+    from multiprocessing import current_process
+
+    global _grace_s
+    _grace_s = grace_s
+    # What util.get_temp_dir reads (multiprocessing keeps no public way to set it).
+    current_process()._config.setdefault("tempdir", sockets)  # type: ignore[attr-defined]
+    tempfile.tempdir = temp_root
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _stop_worker)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
+
+
+def kill_pool(pool: Any, grace_s: float = 0.0) -> None:
+    """Stop a pool's workers and its queued work (this pool's processes only).
+
+    With ``grace_s`` the workers get SIGTERM first and that long to stop their own pools and
+    leave (``_stop_worker``); whatever is left is killed. Returns once every worker is
+    gone. The pool is shut down only then: a worker still starting unpickles the pool's
+    queues, whose semaphores the shutdown releases.
+    """
+    processes = list((pool._processes or {}).values())
+    if grace_s > 0:
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        deadline = time.monotonic() + grace_s
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+        process.join(1.0)
     pool.shutdown(wait=False, cancel_futures=True)
-    for process in list((pool._processes or {}).values()):
-        process.kill()
+    manager = getattr(pool, "_executor_manager_thread", None)
+    if manager is not None:  # it lets go of the pool's queues once it sees the workers gone
+        manager.join(STOP_GRACE_S)
 
 
 @dataclass(frozen=True)
@@ -127,24 +257,127 @@ class Processes:
     meanwhile: Callable[[], None] | None = None
 
     def run(self, func, chunks, progress):
-        """Run the chunks in a process pool; on any error or interrupt, kill it."""
+        """Run the chunks in a process pool; on any error or interrupt, stop its workers."""
         from concurrent.futures import ProcessPoolExecutor
+        from multiprocessing import util
 
         workers = max(1, min(self.jobs, len(chunks)))
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=pool_context(self.preload))
+        temp_root = tempfile.mkdtemp(prefix="cann-diff-w-")
+        pool = None
         try:
-            futures = [pool.submit(func, chunk) for chunk in chunks]
+            with _workers_starting():  # the workers start here, on each submit
+                pool = ProcessPoolExecutor(max_workers=workers,
+                                           mp_context=pool_context(self.preload),
+                                           initializer=_start_worker,
+                                           initargs=(temp_root, _grace_s / 2,
+                                                     util.get_temp_dir()))
+                _pools.append(pool)
+                futures = [pool.submit(func, chunk) for chunk in chunks]
             if self.meanwhile is not None:
                 self.meanwhile()
             results = []
             for number, future in enumerate(futures, 1):
                 results.append(future.result())
                 progress(number, len(chunks))
+            pool.shutdown()
+            return results
         except BaseException:
-            kill_pool(pool)  # the workers of this pool only
+            if pool is not None:
+                kill_pool(pool, _grace_s)  # the workers of this pool only
             raise
-        pool.shutdown()
-        return results
+        finally:
+            if pool in _pools:
+                _pools.remove(pool)
+            shutil.rmtree(temp_root, ignore_errors=True)
+
+
+SCHEDULER_SCHEMES = ("tcp", "tls", "inproc")
+# Seconds the scheduler probe waits beyond ``--scheduler-timeout`` (see ``_identify``).
+PROBE_MARGIN_S = 0.5
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://(.*)", re.S)
+_HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9_-]{1,63}(?<!-))*\.?")
+
+
+def scheduler_address_problem(address: str) -> str | None:
+    """What is wrong with a Dask scheduler address, or None when it is well-formed.
+
+    Accepted: ``tcp://HOST:PORT``, ``tls://HOST:PORT``, ``HOST:PORT`` (tcp, as Dask takes
+    it) and ``inproc://…`` (a scheduler in this process); HOST a name, an IPv4 address or
+    an IPv6 one in brackets, PORT 1-65535. Checked before any connection is tried, so that
+    a typo is one line at once rather than a connection attempt to nowhere.
+    """
+    expected = "expected tcp://HOST:PORT, tls://HOST:PORT or inproc://…"
+    matched = _SCHEME.fullmatch(address)
+    scheme, rest = (matched.group(1).lower(), matched.group(2)) if matched else ("tcp", address)
+    if scheme not in SCHEDULER_SCHEMES:
+        return f"{scheme}:// is not a Dask scheduler's scheme; {expected}"
+    if scheme == "inproc":
+        return None if rest else f"no address after inproc://; {expected}"
+    host, colon, port = rest.rpartition(":")
+    if not colon or not port.isdigit() or not 1 <= int(port) <= 65535:
+        return f"no port (1-65535) after the host; {expected}"
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+            return None
+        except ValueError:
+            return f"{host} is not an IPv6 address; {expected}"
+    if not _HOST_NAME.fullmatch(host):
+        return f"{host!r} is not a host name or IP address; {expected}"
+    return None
+
+
+def _identify(address: str, timeout_s: float, connection_args: dict) -> dict:
+    """The ``identity`` a Dask server at ``address`` answers, within ``timeout_s`` seconds.
+
+    Asked before a Client is made: distributed's Client waits without a limit for a server
+    that accepts and never answers, reads an HTTP reply as a frame of exabytes
+    (MemoryError), and when its start fails for anything but an OSError it leaves a loop
+    that its ``__del__`` waits a minute for at exit. Here one connection is tried in a
+    daemon thread with its own event loop (the caller may run one already), and given up
+    after the timeout whatever it is doing. Raises InputError naming the address.
+    """
+    from distributed.comm import connect
+    from distributed.core import send_recv
+
+    async def ask() -> Any:
+        comm = await connect(address, timeout=timeout_s, **connection_args)
+        try:
+            return await send_recv(comm, op="identity")
+        finally:
+            comm.abort()
+
+    answer: dict[str, Any] = {}
+    # A little beyond distributed's own connect timeout, so that a refused or unroutable
+    # address is told by its own error ("cannot reach") rather than as silence.
+    limit_s = timeout_s + PROBE_MARGIN_S
+
+    def probe() -> None:
+        try:
+            answer["reply"] = asyncio.run(asyncio.wait_for(ask(), limit_s))
+        # Whatever the bytes of a server that is not Dask's make distributed's decoder raise
+        # (MemoryError, ValueError, TypeError, …) means the same: not a scheduler. The
+        # thread hands the error over; the caller turns it into one InputError.
+        except BaseException as exc:
+            answer["error"] = exc
+
+    thread = threading.Thread(target=probe, name="cann-diff-scheduler-probe", daemon=True)
+    thread.start()
+    thread.join(limit_s + PROBE_MARGIN_S)
+    error = answer.get("error")
+    if "reply" not in answer and (error is None or isinstance(error, TimeoutError)):
+        raise InputError(None, f"Dask scheduler {address} did not answer within "
+                               f"{timeout_s:g} s (--scheduler-timeout)")
+    if isinstance(error, OSError):
+        raise InputError(None, f"cannot reach Dask scheduler {address}: {error}")
+    reply = answer.get("reply")
+    if isinstance(reply, dict) and reply.get("type") == "Scheduler":
+        return reply
+    what = (f"a Dask {reply['type']}, not the scheduler" if isinstance(reply, dict)
+            and isinstance(reply.get("type"), str) else "not a Dask scheduler: it does not "
+            "answer in Dask's protocol")
+    raise InputError(None, f"{address} is {what}; give the scheduler's address, e.g. "
+                           "tcp://scheduler:8786")
 
 
 @dataclass(frozen=True)
@@ -155,17 +388,23 @@ class Dask:
     timeout_s: float
 
     def run(self, func, chunks, progress):
-        """Map the chunks over the cluster's workers."""
+        """Map the chunks over the cluster's workers; on an interrupt, cancel them."""
+        problem = scheduler_address_problem(self.address)
+        if problem:
+            raise InputError(None, f"--scheduler {self.address!r}: {problem}")
         try:
             from distributed import Client
+            from distributed.security import Security
         except ImportError:
             raise InputError(None, "--scheduler needs Dask: pip install "
                                    "'cann-diff[dask]'") from None
+        _identify(self.address, self.timeout_s, Security().get_connection_args("client"))
         try:
             client = Client(self.address, timeout=self.timeout_s, set_as_default=False)
         except (OSError, TimeoutError, ValueError) as exc:
             raise InputError(None, f"cannot reach Dask scheduler {self.address}: "
                                    f"{exc}") from None
+        futures = []
         try:
             futures = client.map(func, chunks, pure=False)
             results = []
@@ -173,8 +412,12 @@ class Dask:
                 results.append(future.result())
                 progress(number, len(chunks))
             return results
+        except BaseException:
+            if futures:
+                client.cancel(futures)  # the cluster is shared: leave it no work of ours
+            raise
         finally:
-            client.close()
+            client.close(timeout=self.timeout_s)
 
 
 @dataclass(frozen=True)

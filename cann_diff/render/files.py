@@ -39,6 +39,8 @@ LOCK_WAIT_S = 120.0
 LOCK_POLL_S = 0.1
 # Moved last, in this order: once report.md is the new one, every file it links is too.
 COMMIT_LAST = ("report.json", "report.md")
+# The stage's folder for the files a commit replaces, until every move is done.
+UNDO_NAME = ".cann-diff-undo"
 
 
 def check_output_dir(out_dir: Path, inputs: list[Path], create: bool = True) -> Path:
@@ -69,6 +71,24 @@ def safe_name(label: str) -> str:
     """A label as one path component: no separators, no leading dots."""
     name = re.sub(r"[^A-Za-z0-9._+-]+", "_", label).lstrip(".")
     return name or "run"
+
+
+def unique_names(names: list[str]) -> list[str]:
+    """``names`` made unique in order: a repeated name gets ``_2``, ``_3``, … (stable).
+
+    Compared case-folded, so that two names never share a directory on a case-insensitive
+    filesystem either.
+    """
+    taken: set[str] = set()
+    unique = []
+    for name in names:
+        chosen, number = name, 1
+        while chosen.casefold() in taken:
+            number += 1
+            chosen = f"{name}_{number}"
+        taken.add(chosen.casefold())
+        unique.append(chosen)
+    return unique
 
 
 def write_atomic(path: Path, write: Callable[[Path], object]) -> Path:
@@ -203,33 +223,97 @@ def _remove_stale_stages(out: Path) -> None:
 
 
 def _commit(stage: Path, out: Path) -> None:
-    """Move every file of ``stage`` onto its namesake in ``out``, report.md last.
+    """Move every file of ``stage`` onto its namesake in ``out`` as one unit, report.md last.
 
-    Subdirectories (the pairwise reports of several candidates) are committed first, the
-    same way, so that the summary's report.md appears only once everything it links is in
-    place.
+    Every target is checked before the first file moves (``_plan``). Subdirectories (the
+    pairwise reports of several candidates) are moved first, so that the summary's
+    report.md appears only once everything it links is in place. Each file a move replaces
+    is kept in the stage until all moves are done; should a move still fail (a full disk,
+    an I/O error), the moves already made are undone and ``out`` is left as it was.
+    """
+    moves: list[tuple[Path, Path]] = []
+    folders: list[Path] = []
+    _plan(stage, out, moves, folders)
+    undo = stage / UNDO_NAME  # planned first: never among the moves
+    try:
+        undo.mkdir()
+    except OSError as exc:
+        raise OutputError(out, f"cannot write: {exc.strerror or exc}") from None
+    done: list[tuple[Path, Path | None]] = []
+    made: list[Path] = []
+    target = out
+    try:
+        for target in folders:
+            target.mkdir()
+            made.append(target)
+        for number, (source, target) in enumerate(moves):
+            kept = undo / str(number) if os.path.lexists(target) else None
+            if kept is not None:
+                _keep(target, kept)
+            try:
+                os.replace(source, target)
+            except OSError:
+                if kept is not None and not os.path.lexists(target):
+                    os.replace(kept, target)  # moved aside by _keep: put it back
+                raise
+            done.append((target, kept))
+    except OSError as exc:
+        _undo(done, made)
+        raise OutputError(target, f"cannot write: {exc.strerror or exc}") from None
+
+
+def _plan(stage: Path, out: Path, moves: list[tuple[Path, Path]], folders: list[Path]) -> None:
+    """List the moves from ``stage`` to ``out`` and the folders to create; nothing moves yet.
+
+    Refuses (OutputError) any target that cannot take its file: a directory where a file
+    goes, a file where a directory goes, a directory that cannot be written.
     """
     entries = sorted(stage.iterdir())
-    folders = [p.name for p in entries if p.is_dir()]
-    names = [p.name for p in entries if p.is_file()]
+    subdirs = [p for p in entries if p.is_dir() and not p.is_symlink()]
+    names = [p.name for p in entries if p not in subdirs]
     names = [n for n in names if n not in COMMIT_LAST] + [n for n in COMMIT_LAST if n in names]
-    for name in names:  # check all before moving any, so a refusal changes nothing
+    if out.is_dir() and not os.access(out, os.W_OK | os.X_OK):
+        raise OutputError(out, "cannot write: permission denied")
+    for sub in subdirs:
+        target = out / sub.name
+        if os.path.lexists(target) and not target.is_dir():
+            raise OutputError(target, "exists and is not a directory")
+        if not target.exists():
+            folders.append(target)
+        _plan(sub, target, moves, folders)
+    for name in names:
         if (out / name).is_dir():
             raise OutputError(out / name, "is a directory; cannot write the report there")
-    for name in folders:
-        if (out / name).exists() and not (out / name).is_dir():
-            raise OutputError(out / name, "exists and is not a directory")
-    for name in folders:
+        moves.append((stage / name, out / name))
+
+
+def _keep(target: Path, kept: Path) -> None:
+    """Keep the file ``target`` as ``kept`` (in the stage) while its successor moves in.
+
+    A hard link keeps it without ever leaving ``target`` missing; where the filesystem or
+    ``protected_hardlinks`` refuses one, the file is moved aside instead.
+    """
+    try:
+        os.link(target, kept, follow_symlinks=False)
+    except OSError:
+        os.replace(target, kept)
+
+
+def _undo(done: list[tuple[Path, Path | None]], made: list[Path]) -> None:
+    """Put back every replaced file and remove every new file and folder, newest first."""
+    for target, kept in reversed(done):
         try:
-            (out / name).mkdir(exist_ok=True)
-        except OSError as exc:
-            raise OutputError(out / name, f"cannot write: {exc.strerror or exc}") from None
-        _commit(stage / name, out / name)
-    for name in names:
+            if kept is not None:
+                os.replace(kept, target)
+            else:
+                os.unlink(target)
+        except OSError:
+            continue  # nothing better to do: the other files are still put back
+    for folder in reversed(made):
         try:
-            os.replace(stage / name, out / name)
-        except OSError as exc:
-            raise OutputError(out / name, f"cannot write: {exc.strerror or exc}") from None
+            folder.rmdir()
+        except OSError:
+            continue
 
 
 @contextmanager
@@ -245,8 +329,10 @@ def _signals_held() -> Iterator[None]:
         yield
         return
     caught: list[int] = []
+    # A signal the process ignores (SIGINT in a background job) stays ignored.
     previous = {number: signal.signal(number, lambda number, _frame: caught.append(number))
-                for number in (signal.SIGINT, signal.SIGTERM)}
+                for number in (signal.SIGINT, signal.SIGTERM)
+                if signal.getsignal(number) is not signal.SIG_IGN}
     try:
         yield
     finally:

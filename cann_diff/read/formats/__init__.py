@@ -79,7 +79,7 @@ def find_rank_sources(path: Path) -> tuple[Format, list[RankSource]]:
     own = _kernel_format(path) or (KERNEL_LESS if KERNEL_LESS.is_rank_dir(path) else None)
     if own is not None:
         return own, [RankSource(path, own)]
-    children = [p for p in list_dir(path) if is_directory(p)] if is_directory(path) else []
+    children = _child_directories(path)[0] if is_directory(path) else []
     formats = {child: _kernel_format(child) for child in children}
     fmt = next((f for f in FORMATS if any(found is f for found in formats.values())), None)
     sources = [RankSource(child, fmt) for child in children if fmt and formats[child] is fmt]
@@ -92,13 +92,30 @@ def find_rank_sources(path: Path) -> tuple[Format, list[RankSource]]:
     return fmt or KERNEL_LESS, sorted(sources, key=lambda s: s.path)
 
 
+def _child_directories(path: Path) -> tuple[list[Path], list[Note]]:
+    """The subdirectories of ``path``, and a warning for each entry that cannot be examined.
+
+    An entry beside the rank directories that no reader needs (a symbolic-link loop, a
+    dangling mount, EACCES) is skipped: it says nothing about the ranks that are there.
+    """
+    children, skipped = [], []
+    for entry in list_dir(path):
+        try:
+            if is_directory(entry):
+                children.append(entry)
+        except InputError as exc:
+            skipped.append(Note("rank-skipped", f"{entry.name}: {exc.message}; skipped"))
+    return children, skipped
+
+
 def unread_children(path: Path, sources: list[RankSource]) -> list[Note]:
     """Rank-like subdirectories that no reader accepted (nothing readable in them)."""
     paths = {s.path for s in sources}
     if not path.is_dir() or path in paths:
         return []
-    return [Note("rank-skipped", f"{child.name}: no readable profile (looked for "
-                 f"{_looked_for()}); rank skipped")
+    unexamined = _child_directories(path)[1]
+    return unexamined + [Note("rank-skipped", f"{child.name}: no readable profile (looked for "
+                              f"{_looked_for()}); rank skipped")
             for child in sorted(path.iterdir())
             if child.is_dir() and child not in paths
             and (child.name.endswith(("_ascend_pt", "_ascend_ms")) or
