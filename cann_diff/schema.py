@@ -106,6 +106,65 @@ COMM_COLUMNS = (
     "transit_mb",
 )
 
+# One row per collective instance of a rank, from its HCCL tasks (read/reduce/collectives.py,
+# docs/formats.md §14): times in µs (``*_ns`` int64 ns of local Unix time), sizes in bytes.
+COLLECTIVE_COLUMNS = {
+    "rank": "int64",
+    "step": "Int64",
+    "op": "int64",                   # the op's index on its rank, in start order
+    "op_name": "category",
+    "comm_type": "category",
+    "group": "category",
+    "seq": "int64",                  # order within (group, comm_type) on the rank
+    "start_ns": "int64",
+    "end_ns": "int64",
+    "elapsed_us": "float64",         # end − start
+    "transfer_us": "float64",        # union over planes of data-moving tasks
+    "wait_us": "float64",            # union of Notify_Wait tasks less the transfer union
+    "idle_us": "float64",            # no task on any plane
+    "other_us": "float64",           # elapsed − transfer − wait − idle
+    "sync_wait_us": "float64",       # wait before the first transfer over a link
+    "first_transfer_ns": "Int64",    # start of that transfer; <NA>: no transfer over a link
+    "planes": "int64",               # planes with tasks
+    "critical_plane": "Int64",       # plane of the longest total wait; <NA>: no wait
+    "critical_wait_us": "float64",
+    "bytes": "int64",                # size of the data-moving tasks
+    "link_transfer_us": "float64",   # union over planes of transfers over a link (not ON_CHIP)
+    "link_busy_us": "float64",       # Σ over planes of each plane's link-transfer union
+    "link_bytes": "int64",
+    "algorithm": "category",         # HCCL alg_type / algType, "" when not recorded
+}
+# One row per (collective, link type) of its data-moving tasks: union length and bytes.
+COLLECTIVE_LINK_COLUMNS = {
+    "rank": "int64",
+    "step": "Int64",
+    "op": "int64",                   # COLLECTIVE_COLUMNS ``op`` of the same rank
+    "link_type": "category",         # ON_CHIP, HCCS, PCIE, ROCE, SIO, … as recorded
+    "transfer_us": "float64",
+    "bytes": "int64",
+}
+# One row per (rank, step): host time and device idle time (read/reduce/host_time.py,
+# docs/formats.md §15), µs.
+HOST_STEP_COLUMNS = {
+    "rank": "int64",
+    "step": "Int64",
+    "step_host_us": "float64",       # span of the host's ProfilerStep#N; NaN: none
+    "host_busy_us": "float64",       # union of host ops on the launching threads, in it
+    "dataloader_us": "float64",      # union of enumerate(DataLoader)… ops; NaN: none at all
+    "free_us": "float64",            # device span of the step without kernel or collective
+    "host_bound_us": "float64",      # the part of free the device waited for a launch
+    "free_other_us": "float64",      # free − host_bound
+    "launches": "int64",             # device tasks of the step whose launch is known
+}
+# A rank's median step as merged intervals per lane, for a picture: µs from the step start.
+STEP_LANE_COLUMNS = {
+    "step": "Int64",
+    "lane": "object",                # compute, communication, plane <n>, host, free
+    "start_us": "float64",
+    "end_us": "float64",
+    "label": "object",               # the largest segments' longest op, else ""
+}
+
 
 # --------------------------------------------------------------------------- device memory
 
@@ -358,6 +417,18 @@ class Run:
     # µs of compute kernels (category ``compute``) per dtype of their first input, summed over
     # ranks and the steps read; ``""`` where no dtype is recorded. Used as shares.
     dtype_us: Mapping[str, float] = field(default_factory=dict)
+    # Per collective instance, from HCCL task-level data (COLLECTIVE_COLUMNS), every rank
+    # that has such data; None when no rank has (communication.json figures are then the
+    # only ones). ``collective_links``: COLLECTIVE_LINK_COLUMNS of the same ranks;
+    # ``collectives_source`` maps each of those ranks to where its tasks came from
+    # (``trace_view.json: HCCL plane tasks``, ``<db>: COMMUNICATION_TASK_INFO + TASK``).
+    collectives: pd.DataFrame | None = None
+    collective_links: pd.DataFrame | None = None
+    collectives_source: Mapping[int, str] = field(default_factory=dict)
+    # Host time per (rank, step) (HOST_STEP_COLUMNS), None when no rank records a host side.
+    host_steps: pd.DataFrame | None = None
+    # Per rank, its median step as lanes (STEP_LANE_COLUMNS), for a chart.
+    step_lanes: Mapping[int, pd.DataFrame] = field(default_factory=dict)
 
 
 def empty_comm() -> pd.DataFrame:

@@ -227,8 +227,13 @@ def select_steps(run: Run, ranges: StepRanges | None) -> Run:
     memory = run.memory
     if memory is not None and len(memory.step_spans):
         memory = select_memory(memory, in_ranges(memory.step_spans["step"], ranges))
+    lanes = {rank: frame for rank, frame in run.step_lanes.items()
+             if len(frame) and in_ranges(frame["step"].iloc[:1], ranges).all()}
     return replace(run, ops=chosen(run.ops), steps=chosen(run.steps), comm=chosen(run.comm),
-                   summary=summary, memory=memory, framework=chosen(run.framework))
+                   summary=summary, memory=memory, framework=chosen(run.framework),
+                   collectives=chosen(run.collectives),
+                   collective_links=chosen(run.collective_links),
+                   host_steps=chosen(run.host_steps), step_lanes=lanes)
 
 
 Reader = Callable[..., list[RankResult | list[RankResult]]]
@@ -381,7 +386,32 @@ def load_run(path: str | Path, label: str | None = None, *,
     return Run(label or default_label(path), _meta_of(path, fmt, datas), ops, step_frame, comm,
                summary, step_source, tuple(warnings + note),
                _memory_of(datas, keep_rows, steps), without_kernels, framework, framework_note,
-               vocab, _dtype_us(datas))
+               vocab, _dtype_us(datas), **_non_compute_of(datas))
+
+
+def _stacked(frames: list[pd.DataFrame | None], ranks: list[int]) -> pd.DataFrame | None:
+    """The ranks' frames under their rank ids (column order kept); None when no rank has one."""
+    pairs = [(f, r) for f, r in zip(frames, ranks) if f is not None]
+    if not pairs:
+        return None
+    empty = pairs[0][0].iloc[:0]
+    merged = concat_ranks([f for f, _ in pairs], [r for _, r in pairs])
+    return merged[list(empty.columns)] if len(merged.columns) else empty
+
+
+def _non_compute_of(datas: list[RankResult]) -> dict[str, Any]:
+    """Run.collectives, collective_links, collectives_source, host_steps, step_lanes.
+
+    Each rank's frame under its rank id (assigned once every rank is read); lanes per rank.
+    """
+    ranks = [_rank_of(d) for d in datas]
+    lanes = {rank: d.step_lanes for d, rank in zip(datas, ranks) if d.step_lanes is not None}
+    return {"collectives": _stacked([d.collectives for d in datas], ranks),
+            "collective_links": _stacked([d.collective_links for d in datas], ranks),
+            "collectives_source": {rank: d.collectives_source for d, rank in zip(datas, ranks)
+                                   if d.collectives is not None},
+            "host_steps": _stacked([d.host_steps for d in datas], ranks),
+            "step_lanes": lanes}
 
 
 def _dtype_us(datas: list[RankResult]) -> dict[str, float]:
@@ -401,8 +431,16 @@ def _stepped_only(data: RankResult) -> RankResult:
     ops = data.ops if data.ops is None else data.ops[data.ops["step"].notna().to_numpy()]
     # A rank's kernels all lie in steps or none do (the reduce kept them so): no span, none.
     unstepped = data.step_spans is not None and data.step_spans.empty
+
+    def stepped(frame: pd.DataFrame | None) -> pd.DataFrame | None:
+        return frame if frame is None else frame[frame["step"].notna().to_numpy()]
+
     return replace(data, kernel_steps=kernel_steps, ops=ops,
-                   dtype_us={} if unstepped else data.dtype_us)
+                   dtype_us={} if unstepped else data.dtype_us,
+                   collectives=stepped(data.collectives),
+                   collective_links=stepped(data.collective_links),
+                   host_steps=stepped(data.host_steps),
+                   step_lanes=None if unstepped else data.step_lanes)
 
 
 def _rows_of(datas: list[RankResult]) -> tuple[pd.DataFrame, pd.DataFrame]:

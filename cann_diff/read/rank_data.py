@@ -22,6 +22,13 @@ class RankData:
     ``torch_npu_version``, ``profiler_level``, ``device``, ``profiler_info`` (the parsed
     profiler_info_<rank>.json). ``links`` are the host→device links
     (``formats/host_links.py``) a reader found in its own pass over a trace.
+    ``tasks`` are its HCCL op-level collectives and plane tasks
+    (``formats/hccl_tasks.CollectiveTasks``), None when the profile has no task-level data
+    or its reader leaves them to the host-side read; ``host_spans`` its host op spans
+    (``formats/host_links.HostSide.spans``). ``side_read`` is True once the host side was
+    looked for (by the reader's own pass, or by ``reduce/framework.read_host_side``): then
+    ``links``, ``host_spans`` and ``tasks`` are final, and ``side_note`` says why ``links``
+    is None when it is.
     """
 
     source: Path
@@ -33,3 +40,7 @@ class RankData:
     info: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     links: Any = None
+    tasks: Any = None
+    host_spans: pd.DataFrame | None = None
+    side_read: bool = False
+    side_note: str = ""

@@ -1,7 +1,9 @@
 """The host side of a profiler db: PYTORCH_API ops and nn.Module ranges, CONNECTION_IDS links.
 
 PYTORCH_API.connectionId → CONNECTION_IDS (id → connectionId) → TASK.connectionId or
-COMMUNICATION_OP.connectionId (docs/formats.md §7.2).
+COMMUNICATION_OP.connectionId (docs/formats.md §7.2). The same read takes every PYTORCH_API
+row of type op (``ProfilerStep#N`` included) as host spans, for the host time of each
+step (docs/formats.md §15).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pandas as pd
 
 from ...vocab.memo import normalize_distinct
 from . import sqlite_db
-from .host_links import MODULE_PREFIX, HostLinks, _clean_shapes
+from .host_links import MODULE_PREFIX, HostLinks, HostSide, _clean_shapes
 
 API_OP, API_TRACE = 50001, 50003  # ENUM_API_TYPE op / trace (python function)
 
@@ -95,21 +97,49 @@ def _db_links(conn, tables: dict, db: Path, op_type: int | None) -> pd.DataFrame
     return frame.apply(pd.to_numeric).dropna().astype("int64")
 
 
-def read_db_links(db: Path) -> HostLinks | None:
-    """PYTORCH_API, CONNECTION_IDS, TASK/COMMUNICATION_OP of a profiler db; None without them."""
+def _db_spans(conn, db: Path, strings, op_type: int | None) -> pd.DataFrame:
+    """Every PYTORCH_API op row as a host span: thread, start_ns, end_ns, name."""
+    where = f"WHERE type = {op_type}" if op_type is not None else ""
+    frame = sqlite_db._query(
+        conn, "SELECT CAST(startNs AS INTEGER) AS start_ns, CAST(endNs AS INTEGER) AS end_ns, "
+              f"globalTid AS thread, name FROM PYTORCH_API {where}", db)
+    spans = pd.DataFrame({"thread": pd.to_numeric(frame["thread"]).fillna(-1).astype(np.int64),
+                          "start_ns": pd.to_numeric(frame["start_ns"]).astype("Int64"),
+                          "end_ns": pd.to_numeric(frame["end_ns"]).astype("Int64")})
+    spans["name"] = sqlite_db.resolve(frame["name"], strings)
+    spans = spans[spans["start_ns"].notna().to_numpy() & spans["end_ns"].notna().to_numpy()]
+    return spans.astype({"start_ns": "int64", "end_ns": "int64"}).reset_index(drop=True)
+
+
+def read_db_host_side(db: Path) -> HostSide:
+    """PYTORCH_API, CONNECTION_IDS, TASK/COMMUNICATION_OP of a profiler db, in one read.
+
+    ``links`` is None without host→device links, ``spans`` None without PYTORCH_API; the
+    db's HCCL tasks are its reader's (sqlite_db.py), not this read's.
+    """
     with closing(sqlite_db.connect(db)) as conn:
         tables = sqlite_db.tables_of(conn)
-        need = {"PYTORCH_API": {"startNs", "endNs", "globalTid", "connectionId", "name"},
-                "CONNECTION_IDS": {"id", "connectionId"}, "STRING_IDS": {"id", "value"}}
-        if any(not columns <= tables.get(table, set()) for table, columns in need.items()):
-            return None
+        api = {"startNs", "endNs", "globalTid", "name"}
+        if not api <= tables.get("PYTORCH_API", set()) or \
+                not {"id", "value"} <= tables.get("STRING_IDS", set()):
+            return HostSide()
         typed = "type" in tables["PYTORCH_API"]
         op_type = _api_type(conn, tables, "op", API_OP) if typed else None
         trace_type = _api_type(conn, tables, "trace", API_TRACE) if typed else None
         strings = sqlite_db.string_table(conn, db)
+        spans = _db_spans(conn, db, strings, op_type)
+        need = {"PYTORCH_API": {"connectionId"}, "CONNECTION_IDS": {"id", "connectionId"}}
+        if any(not columns <= tables.get(table, set()) for table, columns in need.items()):
+            return HostSide(spans=spans)
         links = _db_links(conn, tables, db, op_type)
         if links.empty:
-            return None
-        return HostLinks(_db_host_ops(conn, tables, db, strings, op_type),
-                         _db_modules(conn, db, strings, trace_type), links)
+            return HostSide(spans=spans)
+        return HostSide(HostLinks(_db_host_ops(conn, tables, db, strings, op_type),
+                                  _db_modules(conn, db, strings, trace_type), links),
+                        spans)
+
+
+def read_db_links(db: Path) -> HostLinks | None:
+    """PYTORCH_API, CONNECTION_IDS, TASK/COMMUNICATION_OP of a profiler db; None without them."""
+    return read_db_host_side(db).links
 

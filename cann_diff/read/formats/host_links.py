@@ -5,12 +5,16 @@ alike) start on the host thread at the launch and end at the kernel's ``ts``. A 
 keeps them with the framework ops and nn.Module events in the pass that reads the trace;
 ``host_links`` turns its column lists into HostLinks (threads as codes, times in ns). The
 same pass keeps the HCCL algorithm (``args.alg_type``) of the op-level ``hcom_*`` events,
-for provenance: beside a kernel_details.csv it is the only read of the trace.
+for provenance, every host op span (``cpu_op`` events, ``ProfilerStep#N`` included: the
+host time of each step, docs/formats.md §15) and the HCCL op-level and plane task events
+(``hccl_tasks.py``, §14): beside a kernel_details.csv it is the only read of the trace.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import contains, itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +25,8 @@ import pyarrow.compute as pc
 from ...errors import SchemaError
 from ...vocab.memo import normalize_distinct
 from ...vocab.names import comm_types
-from .trace_events import DEVICE_PROCESSES, TraceScan, _key, scan_trace, ts_to_ns
+from .hccl_tasks import TASK_KEY, CollectiveTasks, trace_tasks
+from .trace_events import DEVICE_PROCESSES, STEP_PREFIX, TraceScan, _key, scan_trace, ts_to_ns
 from .trace_select import NotVouched, select_events
 
 FLOW_CATS = {"async_npu", "ac2g"}  # host launch -> device kernel (torch_npu, Kineto)
@@ -33,7 +38,15 @@ MODULE_PREFIX = "nn.Module: "
 HCOM_PREFIX = "hcom_"
 ALGORITHM_KEY = "alg_type"
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+# The metadata naming processes and threads: which task events lie on a ``Plane`` thread
+# of the HCCL process is known from them only.
+METADATA = {"process_name", "thread_name"}
 WANTED = HOST_SIDE | {ALGORITHM_KEY}
+# What the pass looks for when it keeps the HCCL tasks too.
+WANTED_WITH_TASKS = WANTED | {TASK_KEY} | METADATA
+TASK_BATCH = 4096  # task events whose fields are taken at once
+_TASK_TOP = itemgetter("ph", "ts", "pid", "tid", "dur", "name", "args")
+_TASK_ARGS = itemgetter("task type", "size(Byte)", TASK_KEY, "transport type")
 # (file: key, distinct (communication type, algorithm) pairs): what a reader found.
 Algorithms = tuple[str, tuple[tuple[str, str], ...]]
 
@@ -56,6 +69,22 @@ class HostLinks:
     algorithms: Algorithms = ("", ())
 
 
+@dataclass
+class HostSide:
+    """Everything one read of a rank's host side gives: each part None when absent.
+
+    ``links``: the HostLinks (None without launch flows / connection ids); ``spans``:
+    every host op span (``thread`` int64, coded as in ``links``, ``start_ns``, ``end_ns``,
+    ``name`` categorical), ``ProfilerStep#N`` included, from which the host time of each
+    step is derived (reduce/host_time.py); ``tasks``: the HCCL op-level events and plane
+    tasks (``hccl_tasks.CollectiveTasks``).
+    """
+
+    links: HostLinks | None = None
+    spans: pd.DataFrame | None = None
+    tasks: CollectiveTasks | None = None
+
+
 
 @dataclass
 class LinkScan(TraceScan):
@@ -69,6 +98,7 @@ class LinkScan(TraceScan):
     """
 
     kernels: bool = True
+    tasks: bool = True  # keep HCCL op-level and plane task events (hccl_tasks.py)
     op_pid: list = field(default_factory=list)  # pid and tid apart: tuples would be
     op_tid: list = field(default_factory=list)  # objects the garbage collector tracks
     op_ts: list = field(default_factory=list)
@@ -90,6 +120,48 @@ class LinkScan(TraceScan):
     end_ts: list = field(default_factory=list)
     alg_name: list = field(default_factory=list)
     alg_type: list = field(default_factory=list)
+    span_pid: list = field(default_factory=list)  # every host op (cpu_op), for host time
+    span_tid: list = field(default_factory=list)
+    span_ts: list = field(default_factory=list)
+    span_dur: list = field(default_factory=list)
+    span_name: list = field(default_factory=list)
+    hop_pid: list = field(default_factory=list)  # hcom_* op-level events
+    hop_tid: list = field(default_factory=list)
+    hop_ts: list = field(default_factory=list)
+    hop_dur: list = field(default_factory=list)
+    hop_name: list = field(default_factory=list)
+    hop_alg: list = field(default_factory=list)
+    task_pid: list = field(default_factory=list)  # HCCL task events (args TASK_KEY)
+    task_tid: list = field(default_factory=list)
+    task_ts: list = field(default_factory=list)
+    task_dur: list = field(default_factory=list)
+    task_name: list = field(default_factory=list)
+    task_type_arg: list = field(default_factory=list)
+    task_size: list = field(default_factory=list)
+    task_link: list = field(default_factory=list)
+    task_transport: list = field(default_factory=list)
+    task_chunks: list = field(default_factory=list)  # batches of task columns, as arrays
+    task_inexact: bool = False  # a batch kept a float among ts / pid / tid
+    thread_codes: _ThreadCodes = field(default_factory=lambda: _ThreadCodes())
+
+    def consume_tasks(self, events: list) -> None:
+        """Keep events the select pass routed here for their TASK_KEY alone.
+
+        The task events among them (no ``cat``, not ``hcom_*``, args holding TASK_KEY) are
+        taken a batch at a time; any other goes the ordinary way (``consume``). A batch
+        of plain ``X`` task events, as msprof writes them, is taken by C-level getters
+        (``itemgetter`` and ``zip``): the same values, without a Python step per event.
+        """
+        if self.tasks and self._take_plain_tasks(events):
+            return
+        tasks = [e for e in events if e.__class__ is dict and e.get("cat") is None
+                 and e.get("args").__class__ is dict and TASK_KEY in e["args"]
+                 and not (e.get("name").__class__ is str and e["name"].startswith(HCOM_PREFIX))]
+        if len(tasks) != len(events):
+            chosen = {id(e) for e in tasks}
+            self.consume([e for e in events if id(e) not in chosen])
+        if self.tasks:
+            self._keep_tasks(tasks)
 
     def consume(self, events) -> None:
         """Keep the host side of ``events``; the device side too when ``kernels``."""
@@ -101,23 +173,115 @@ class LinkScan(TraceScan):
 
     def _tapped(self, events):
         keep, algorithm = self._keep_host, self._keep_algorithm
+        tasks, metadata = self.tasks, not self.kernels  # a TraceScan keeps its own metadata
+        # Task events are gathered and their fields taken a batch at a time (list
+        # comprehensions): a Level1 trace holds more of them than of any host-side kind.
+        pending: list = []
+        task = pending.append
         for event in events:
             if event.__class__ is dict:
                 cat = event.get("cat")  # a list or object there is no category
-                if cat is None:  # device tasks and collectives have none
+                if cat is None:  # device tasks, collectives and metadata have none
                     name = event.get("name")
                     if name.__class__ is str and name.startswith(HCOM_PREFIX):
                         algorithm(event, name)
+                    elif tasks:
+                        args = event.get("args")
+                        if args.__class__ is dict and TASK_KEY in args:
+                            task(event)
+                            if len(pending) >= TASK_BATCH:
+                                self._keep_tasks(pending)
+                                pending.clear()
+                        elif metadata and event.get("ph") == "M":
+                            self._metadata(event)
                 elif cat.__class__ is str and cat in HOST_SIDE:
                     keep(event)
+                elif cat == "user_annotation" and name_is_step(event.get("name")) and \
+                        event.get("ts") is not None and event.get("ph") == "X":
+                    self._keep_span(event, event.get("ts"))  # Kineto's host step marks
             yield event
+        self._keep_tasks(pending)
 
     def _keep_algorithm(self, event: dict, name: str) -> None:
         args = event.get("args")
         found = args.get(ALGORITHM_KEY) if args.__class__ is dict else None
-        if found.__class__ is str and event.get("ph") == "X":
+        ph, ts = event.get("ph"), event.get("ts")
+        if found.__class__ is str and ph == "X":
             self.alg_name.append(name)
             self.alg_type.append(found)
+        if self.tasks and ph == "X" and ts is not None:
+            self.hop_pid.append(event.get("pid"))
+            self.hop_tid.append(event.get("tid"))
+            self.hop_ts.append(ts)
+            self.hop_dur.append(event.get("dur"))
+            self.hop_name.append(name)
+            self.hop_alg.append(found)
+
+    def _take_plain_tasks(self, events: list) -> bool:
+        """Keep ``events`` when each is an ``X`` task event with every field; else False.
+
+        Anything else (a missing key, a ``cat``, an ``hcom_*`` name, a ph other than X, a
+        ts of None) leaves the batch to the general path, which decides event by event.
+        """
+        try:
+            ph, ts, pid, tid, dur, name, args = zip(*map(_TASK_TOP, events))
+            if set(ph) != {"X"} or None in ts or set(map(type, args)) != {dict} or \
+                    any(n.__class__ is not str or n.startswith(HCOM_PREFIX) for n in set(name)):
+                return False
+            if any(map(contains, events, repeat("cat"))):  # a category: not a task event
+                return False
+            kind, size, link, transport = zip(*map(_TASK_ARGS, args))
+        except (KeyError, TypeError, ValueError):  # ValueError: an empty batch to unpack
+            return not events
+        # Compact at once: a million events' own strings and numbers, kept as objects,
+        # cost more memory than the rest of the pass holds.
+        self.task_chunks.append({
+            "pid": self._exact(pid, np.int64), "tid": self._exact(tid, np.int64),
+            "ts": self._exact(ts, None), "dur": _array(dur, np.float64),
+            "name": _text_array(name), "type": _text_array(kind),
+            "size": _array(size, np.float64), "link": _text_array(link),
+            "transport": _text_array(transport)})
+        return True
+
+    def _exact(self, values: tuple, dtype) -> object:
+        """Values read exactly: int64 (``dtype``) or text (None) when they all are, else a list.
+
+        A float among them is noted (``task_inexact``): the parse the caller vouches for
+        must give it alike, which orjson and ijson do not (``parsed_alike``).
+        """
+        kinds = set(map(type, values))
+        if dtype is not None and kinds == {int}:
+            try:
+                return np.array(values, dtype=dtype)
+            except OverflowError:
+                pass
+        if dtype is None and kinds == {str}:
+            return pa.array(values, type=pa.string())
+        self.task_inexact |= float in kinds
+        return list(values)
+
+    def _keep_tasks(self, events: list) -> None:
+        """The fields of the ``X`` task events among ``events`` (each holds args TASK_KEY)."""
+        events = [e for e in events if e.get("ph") == "X" and e.get("ts") is not None]
+        if not events:
+            return
+        self.task_pid += [e.get("pid") for e in events]
+        self.task_tid += [e.get("tid") for e in events]
+        self.task_ts += [e["ts"] for e in events]
+        self.task_dur += [e.get("dur") for e in events]
+        self.task_name += [e.get("name") for e in events]
+        args = [e["args"] for e in events]
+        self.task_type_arg += [a.get("task type") for a in args]
+        self.task_size += [a.get("size(Byte)") for a in args]
+        self.task_link += [a[TASK_KEY] for a in args]
+        self.task_transport += [a.get("transport type") for a in args]
+
+    def _keep_span(self, event: dict, ts) -> None:
+        self.span_pid.append(event.get("pid"))
+        self.span_tid.append(event.get("tid"))
+        self.span_ts.append(ts)
+        self.span_dur.append(event.get("dur"))
+        self.span_name.append(event.get("name"))
 
     def algorithms(self) -> Algorithms:
         """Distinct (communication type, ``args.alg_type``) pairs of the hcom events."""
@@ -145,13 +309,17 @@ class LinkScan(TraceScan):
         if ph != "X" or name.__class__ is not str:
             return
         if cat == "cpu_op":
+            # Every cpu_op is a host span (host time, §15): the framework ops below are
+            # kept as ops and join the spans in host_spans; the rest are kept as spans here.
             if "::" not in name and "Backward" not in name:
+                self._keep_span(event, ts)
                 return  # a launch record: its flow is what counts (autograd nodes are
             args = event.get("args")  # named ``…Backward<n>`` and carry a sequence number)
             args = args if args.__class__ is dict else {}
             seq = args.get("Sequence number")
             seq = seq if seq.__class__ is int else -1
             if "::" not in name and seq < 0:
+                self._keep_span(event, ts)
                 return
             self.op_pid.append(event.get("pid"))
             self.op_tid.append(event.get("tid"))
@@ -173,7 +341,7 @@ class LinkScan(TraceScan):
         """The host side as HostLinks (threads as codes, times in ns); None without flows."""
         if not self.start_id or not self.end_id:
             return None
-        threads = _ThreadCodes()
+        threads = self.thread_codes
         shift = self._kineto_base()
         starts = pd.DataFrame({"id": _keys(self.start_id),
                                "thread": threads(self.start_pid, self.start_tid),
@@ -203,9 +371,53 @@ class LinkScan(TraceScan):
         """
         exact = (self.op_ts, self.mod_ts, self.start_ts, self.end_ts, self.start_id,
                  self.end_id, self.op_pid, self.op_tid, self.mod_pid, self.mod_tid,
-                 self.start_pid, self.start_tid)
-        return all(float not in set(map(type, values)) for values in exact) and \
+                 self.start_pid, self.start_tid, self.span_ts, self.span_pid, self.span_tid,
+                 self.hop_ts, self.hop_pid, self.hop_tid, self.task_ts, self.task_pid,
+                 self.task_tid)
+        return not self.task_inexact and \
+            all(float not in set(map(type, values)) for values in exact) and \
             set(map(type, self.op_dims)) <= {str, type(None)}
+
+    def host_spans(self) -> pd.DataFrame | None:
+        """Every kept host op span (threads coded as in ``host_links``); None when none.
+
+        Columns ``thread``, ``start_ns``, ``end_ns``, ``name`` (categorical).
+        """
+        if not self.span_ts and not self.op_ts:
+            return None
+        spans = _spans(self.thread_codes(self.op_pid + self.span_pid,
+                                         self.op_tid + self.span_tid),
+                       self.op_ts + self.span_ts, self.op_dur + self.span_dur, self.path,
+                       self._kineto_base())
+        names = self.op_name + self.span_name
+        try:  # text: a dictionary at C speed
+            encoded = pc.fill_null(pa.array(names, type=pa.string()), "").dictionary_encode()
+            spans["name"] = pd.Categorical.from_codes(
+                encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist())
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            spans["name"] = pd.Categorical(pd.Series(names, dtype=object).fillna("")
+                                           .astype(str))
+        return spans
+
+    def collective_tasks(self) -> CollectiveTasks | None:
+        """The HCCL op-level and plane task events kept (``hccl_tasks.trace_tasks``)."""
+        if not self.task_ts and not self.task_chunks:
+            return None
+        ops = {"pid": self.hop_pid, "tid": self.hop_tid, "ts": self.hop_ts,
+               "dur": self.hop_dur, "name": self.hop_name, "algorithm": self.hop_alg}
+        parsed = {"pid": self.task_pid, "tid": self.task_tid, "ts": self.task_ts,
+                  "dur": self.task_dur, "name": self.task_name, "type": self.task_type_arg,
+                  "size": self.task_size, "link": self.task_link,
+                  "transport": self.task_transport}
+        tasks = {column: [values, *(chunk[column] for chunk in self.task_chunks)]
+                 for column, values in parsed.items()}
+        return trace_tasks(self.path, self.processes, self.threads, ops, tasks,
+                           lambda values: _ns(values, self.path))
+
+    def side(self) -> HostSide:
+        """What this pass found of the host side: links, host spans, HCCL tasks."""
+        links = self.host_links()
+        return HostSide(links, self.host_spans(), self.collective_tasks())
 
     def _kineto_base(self) -> int:
         """Kineto writes ts relative to baseTimeNanoseconds; the kernel reader adds it too."""
@@ -237,14 +449,14 @@ def _ns(values: list, path: Path) -> np.ndarray:
     anything else goes through trace_events.ts_to_ns.
     """
     try:
-        text = pa.array(values, type=pa.string())
+        text = values if isinstance(values, pa.Array) else pa.array(values, type=pa.string())
         point = pc.find_substring(text, ".")
         if text.null_count == 0 and pc.all(pc.equal(
                 point, pc.subtract(pc.utf8_length(text), 4))).as_py() in (True, None):
             return pc.cast(pc.replace_substring(text, ".", ""), pa.int64()).to_numpy()
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         pass
-    return ts_to_ns(_text(values), path)
+    return ts_to_ns(_text(values.to_pylist() if isinstance(values, pa.Array) else values), path)
 
 
 def _text(values: list) -> list:
@@ -301,21 +513,49 @@ def _clean_shapes(values: pd.Series) -> pd.Series:
     return values.astype(str).str.replace(r"[\s\"\[\]]+", "", regex=True)
 
 
-def read_trace_links(trace: Path) -> HostLinks | None:
+def _array(values: tuple, dtype) -> object:
+    """Numbers as a numpy array; values of other kinds stay a list (read later)."""
+    try:
+        return np.array(values, dtype=dtype)
+    except (TypeError, ValueError, OverflowError):
+        return list(values)
+
+
+def _text_array(values: tuple) -> object:
+    """Text (None as null) as an Arrow string array; other values stay a list."""
+    try:
+        return pa.array(values, type=pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return list(values)
+
+
+def name_is_step(name) -> bool:
+    """True for a ``ProfilerStep#N`` name."""
+    return name.__class__ is str and name.startswith(STEP_PREFIX)
+
+
+def read_trace_side(trace: Path, tasks: bool = True) -> HostSide:
     """The host side of a trace_view.json only (a kernel_details.csv has the kernels).
 
-    Only the host-side events are parsed (trace_select.py), unless the file is one that
-    pass leaves to the full stream, or a kept value is a float (orjson's float is not
-    ijson's exact Decimal, whose text the timestamps are read from).
+    Only the host-side events (and, with ``tasks``, the HCCL task events and the process
+    and thread names) are parsed (trace_select.py), unless the file is one that pass
+    leaves to the full stream, or a kept value is a float (orjson's float is not ijson's
+    exact Decimal, whose text the timestamps are read from).
     """
-    scan = LinkScan(trace, kernels=False)
+    scan = LinkScan(trace, kernels=False, tasks=tasks)
     try:
-        select_events(trace, WANTED, scan.consume)
+        select_events(trace, WANTED_WITH_TASKS if tasks else WANTED, scan.consume,
+                      (TASK_KEY, scan.consume_tasks) if tasks else None)
         vouched = scan.parsed_alike()
     except NotVouched:
         vouched = False
     if not vouched:
-        scan = LinkScan(trace, kernels=False)
+        scan = LinkScan(trace, kernels=False, tasks=tasks)
         scan_trace(trace, scan)
-    return scan.host_links()
+    return scan.side()
+
+
+def read_trace_links(trace: Path) -> HostLinks | None:
+    """The host→device links of a trace_view.json (``read_trace_side`` without the tasks)."""
+    return read_trace_side(trace, tasks=False).links
 

@@ -38,6 +38,7 @@ from ...vocab.names import canonical_names, comm_types
 from ..frames import as_category, concat_frames
 from ..rank_data import RankData
 from .files import brief, is_directory, is_regular, os_problem, present, require_file
+from .hccl_tasks import read_db_tasks
 from .json_files import LINK_COLUMNS, LINK_TYPES, read_profiler_info
 from .values import (
     assign_steps,
@@ -515,6 +516,7 @@ def read_db_file(db: Path) -> RankData:
         kernels = read_kernels(conn, tables, db, strings)
         collectives = read_comm_ops(conn, tables, db, strings)
         algorithms = comm_algorithms(collectives)  # for provenance, not kept with the rows
+        tasks = read_db_tasks(conn, tables, db, strings, _query, resolve)  # HCCL task level
         ops = _to_ops([kernels, collectives if collectives is None
                        else collectives.drop(columns="alg_type")], windows, db)
         ops, warnings = drop_impossible_durations(ops, db, "duration (endNs - startNs)")
@@ -545,7 +547,7 @@ def read_db_file(db: Path) -> RankData:
             comm = read_comm_table(conn, extra, analysis, rank if rank is not None else 0)
     fmt = "ascend_ms_db" if "mindspore" in db.name else FORMAT
     return RankData(source=root, format=fmt, rank=rank, ops=ops, steps=steps, comm=comm,
-                    info=info, warnings=tuple(warnings))
+                    info=info, warnings=tuple(warnings), tasks=tasks)
 
 
 def read_rank(path: Path) -> RankData:

@@ -258,5 +258,9 @@ def read_rank(path: Path) -> RankData:
     comm = read_communication(comm_file, rank if rank is not None else 0) \
         if kind == "ascend" and present(comm_file) else None
     source = trace if is_regular(path) else root
+    side = scan.side()  # links, host op spans and HCCL tasks, all from the same pass
+    note = "" if side.links is not None else \
+        f"{source.name}: no host→device flow events in the trace"
     return RankData(source=source, format=FORMAT, rank=rank, ops=ops, steps=steps, comm=comm,
-                    info=info, warnings=tuple(warnings), links=scan.host_links())
+                    info=info, warnings=tuple(warnings), links=side.links, tasks=side.tasks,
+                    host_spans=side.spans, side_read=True, side_note=note)

@@ -12,6 +12,10 @@ or with a ``\u`` escape (the only way a JSON string can spell letters otherwise)
 is a superset of the events whose ``cat`` is wanted, so the consumer sees every event
 the full parse would have given it, built alike.
 
+Events holding the ``routed`` key and no other wanted string (the HCCL task events, more
+than any other kind in a Level1 trace) go to a consumer of their own, which takes their
+few fields a batch at a time, past the per-event walk the other events get.
+
 What this pass cannot vouch for, it leaves to the full parse (the caller runs it): an
 object-form trace (``{"traceEvents": …}``), nesting past the depth limit, an unclosed
 string or array, bytes after the array, an event the parser refuses. The structure of
@@ -92,19 +96,30 @@ class _Spans(DepthGuard):
         return quotes + base, starts, ends, escapes + base
 
 
-def _hits(region: np.ndarray, quotes: np.ndarray, wanted: list[np.ndarray]) -> np.ndarray:
-    """Positions in ``region`` of the strings that spell a wanted value."""
+def _hits(region: np.ndarray, quotes: np.ndarray, wanted: list[np.ndarray],
+          routed: list[np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in ``region`` of the strings that spell a wanted value, and a routed one.
+
+    The strings of one length are picked once for every value of that length.
+    """
     if len(quotes) % 2:
         raise NotVouched("a string across the cut")
     opening, closing = quotes[0::2], quotes[1::2]
     length = closing - opening - 1
-    found = [_EMPTY]
-    for value in wanted:
-        candidate = opening[length == len(value)]
-        for at, byte in enumerate(value.tolist(), start=1):  # few survive the first bytes
-            candidate = candidate[region[candidate + at] == byte]
-        found.append(candidate)
-    return np.concatenate(found)
+    routed = routed or []
+    by_length = {size: opening[length == size]
+                 for size in {len(value) for value in (*wanted, *routed)}}
+
+    def spelling(values: list[np.ndarray]) -> np.ndarray:
+        found = [_EMPTY]
+        for value in values:
+            candidate = by_length[len(value)]
+            for at, byte in enumerate(value.tolist(), start=1):  # few survive the first
+                candidate = candidate[region[candidate + at] == byte]
+            found.append(candidate)
+        return np.concatenate(found)
+
+    return spelling(wanted), spelling(routed)
 
 
 def _parse(items: list) -> list:
@@ -117,16 +132,21 @@ def _parse(items: list) -> list:
         raise NotVouched(f"an event the parser refuses: {exc}") from None
 
 
-def select_events(path: Path, wanted: Iterable[str], consume: Callable[[list], None]
-                  ) -> None:
+Routed = tuple[str, Callable[[list], None]]
+
+
+def select_events(path: Path, wanted: Iterable[str], consume: Callable[[list], None],
+                  routed: Routed | None = None) -> None:
     """Hand ``consume`` every top-level event holding a string in ``wanted`` (and a few more).
 
-    Raises NotVouched when only the full parse can answer for the file; ``consume`` may
-    have seen events by then. Errors opening the file are the full parse's own
-    (InputError); reading errors past the start become NotVouched, so that the full
-    parse reports them in its words.
+    With ``routed`` (key, consumer), an event holding the key and no string of ``wanted``
+    goes to that consumer instead, parsed alike. Raises NotVouched when only the full
+    parse can answer for the file; the consumers may have seen events by then. Errors
+    opening the file are the full parse's own (InputError); reading errors past the start
+    become NotVouched, so that the full parse reports them in its words.
     """
-    values = [np.frombuffer(v.encode(), np.uint8) for v in sorted(set(wanted))]
+    wanted = set(wanted) - ({routed[0]} if routed is not None else set())
+    values = [np.frombuffer(v.encode(), np.uint8) for v in sorted(wanted)]
     # The parsed events are freed by their counts; the collector would walk them again and
     # again (it doubled what keeping them costs).
     try:
@@ -134,13 +154,14 @@ def select_events(path: Path, wanted: Iterable[str], consume: Callable[[list], N
             block = _first_chunk(handle, path)
             if block[:1] != b"[":
                 raise NotVouched("not an array of events")
-            _stream(handle, block, _Spans(path), values, consume)
+            _stream(handle, block, _Spans(path), values, consume, routed)
     except (OSError, EOFError, zlib.error) as exc:
         raise NotVouched(f"cannot read: {exc}") from None
 
 
 def _stream(handle, block: bytes, spans: _Spans, values: list[np.ndarray],
-            consume: Callable[[list], None]) -> None:
+            consume: Callable[[list], None], routed: Routed | None = None) -> None:
+    route = [np.frombuffer(routed[0].encode(), np.uint8)] if routed is not None else []
     buffer, base = bytearray(), 0    # bytes from stream position ``base`` on, not yet used
     quotes = starts = escapes = _EMPTY  # carried over: those at or after ``base``
     while block:
@@ -162,10 +183,17 @@ def _stream(handle, block: bytes, spans: _Spans, values: list[np.ndarray],
                 raise NotVouched("items do not alternate")
             done, escaped = int(np.searchsorted(quotes, cut)), int(np.searchsorted(escapes, cut))
             region = np.frombuffer(buffer, np.uint8, count=cut - base)
-            hits = np.concatenate([_hits(region, quotes[:done] - base, values),
-                                   escapes[:escaped] - base])
+            local = quotes[:done] - base
+            found, routed_hits = _hits(region, local, values, route)
+            hits = np.concatenate([found, escapes[:escaped] - base])
+            item_starts, item_ends = starts[:count] - base, ends - base
+            items = _items(item_starts, item_ends, hits)
+            aside = _aside(_items(item_starts, item_ends, routed_hits, ordered=True), items,
+                           count) if route else items[:0]
             del region  # the buffer is resized below
-            _hand_over(buffer, starts[:count] - base, ends - base, hits, consume)
+            _hand_over(buffer, item_starts, item_ends, items, consume)
+            if routed is not None:
+                _hand_over(buffer, item_starts, item_ends, aside, routed[1])
             del buffer[:cut - base]
             base, quotes, starts, escapes = cut, quotes[done:], starts[count:], escapes[escaped:]
         block = handle.read(SCAN_BLOCK)
@@ -173,15 +201,33 @@ def _stream(handle, block: bytes, spans: _Spans, values: list[np.ndarray],
         raise NotVouched("the array is not closed, or bytes follow it")
 
 
-def _hand_over(buffer: bytearray, starts: np.ndarray, ends: np.ndarray, hits: np.ndarray,
+def _items(starts: np.ndarray, ends: np.ndarray, hits: np.ndarray,
+           ordered: bool = False) -> np.ndarray:
+    """The items (``starts``/``ends``) holding a hit, each once, in order.
+
+    ``ordered``: the hits ascend (those of one value do), so no sort is needed.
+    """
+    item = np.searchsorted(ends, hits, "right")
+    item = item[starts[np.minimum(item, len(ends) - 1)] <= hits]
+    if not ordered:
+        return np.unique(item)
+    return item[np.r_[True, item[1:] != item[:-1]]] if len(item) else item
+
+
+def _aside(routed: np.ndarray, taken: np.ndarray, count: int) -> np.ndarray:
+    """The routed items that no wanted string claims already."""
+    claimed = np.zeros(count, bool)
+    claimed[taken] = True
+    return routed[~claimed[routed]]
+
+
+def _hand_over(buffer: bytearray, starts: np.ndarray, ends: np.ndarray, item: np.ndarray,
                consume: Callable[[list], None]) -> None:
-    """Parse the items (``starts``/``ends`` in ``buffer``) holding a hit; pass them on.
+    """Parse the items ``item`` (``starts``/``ends`` in ``buffer``); pass them on.
 
     Neighbouring items go as one slice with the comma between them: fewer, longer
     slices, and the parser checks those separators too.
     """
-    item = np.searchsorted(ends, hits, "right")
-    item = np.unique(item[starts[np.minimum(item, len(ends) - 1)] <= hits])
     if not len(item):
         return
     runs = np.flatnonzero(np.diff(item) != 1)

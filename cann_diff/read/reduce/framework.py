@@ -33,6 +33,7 @@ per-run steps here.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -40,14 +41,16 @@ import pandas as pd
 
 from ...schema import NO_FRAMEWORK_LINKS, NO_LINKS, UNLINKED, Note
 from ..formats import sqlite_db, torch_text
-from ..formats.host_db import read_db_links
-from ..formats.host_links import HostLinks, LinkScan, read_trace_links
+from ..formats.host_db import read_db_host_side, read_db_links
+from ..formats.host_links import HostLinks, HostSide, LinkScan, read_trace_links, read_trace_side
 from ..frames import by_category, concat_frames
+from ..rank_data import RankData
 from .nesting import Nesting, innermost, module_paths
 
 __all__ = ["FRAMEWORK_COLUMNS", "NO_LINKS", "UNLINKED", "HostLinks", "LinkScan", "Nesting",
            "attribute", "combine_framework", "conform_framework", "framework_of",
-           "host_links_of", "innermost", "module_paths", "read_db_links", "read_trace_links"]
+           "host_links_of", "innermost", "module_paths", "read_db_links", "read_host_side",
+           "read_trace_links"]
 
 TRACE = "trace_view.json"
 BACKWARD = " (backward)"
@@ -210,27 +213,50 @@ def _text_codes(values: pd.Series) -> np.ndarray:
 
 # ---------------------------------------------------------------- per rank, per run
 
-def host_links_of(data) -> tuple[HostLinks | None, str]:
-    """The host side of one rank (RankData): what its reader found, else read it now."""
-    if data.links is not None:
-        return data.links, ""
+def _side(data: RankData, side: HostSide, note: str) -> tuple[RankData, str]:
+    """``data`` with what one read of its host side found; its own tasks win."""
+    found = replace(data, links=side.links, host_spans=side.spans,
+                    tasks=data.tasks if data.tasks is not None else side.tasks,
+                    side_read=True, side_note="" if side.links is not None else note)
+    return found, found.side_note
+
+
+def read_host_side(data: RankData) -> tuple[RankData, str]:
+    """One rank with its host side looked for, and why it has no links ("" when it has).
+
+    The host side (host→device links, host op spans, and beside a kernel_details.csv the
+    HCCL tasks of trace_view.json) is read once per rank: by the reader in its own pass
+    (trace_json), else here (the db's PYTORCH_API, the trace beside kernel_details.csv),
+    and the rank handed back carries it (``RankData.side_read``).
+    """
+    if data.side_read:
+        return data, data.side_note
+    if data.links is not None:  # links handed over by hand: nothing more to look for
+        return replace(data, side_read=True), ""
     source = Path(data.source)
     if data.format in (sqlite_db.FORMAT, "ascend_ms_db"):
         db = sqlite_db.find_db(source)
-        links = read_db_links(db) if db is not None else None
-        return links, "" if links is not None else \
-            f"{source.name}: no host→device links in the db (PYTORCH_API, CONNECTION_IDS)"
+        side = read_db_host_side(db) if db is not None else HostSide()
+        return _side(data, side, f"{source.name}: no host→device links in the db "
+                                 "(PYTORCH_API, CONNECTION_IDS)")
     if data.format == torch_text.FORMAT:
         trace = torch_text.output_dir(source) / TRACE
         if not trace.is_file():
-            return None, f"{source.name}: no {TRACE} beside kernel_details.csv (host→device " \
-                         "links live there)"
-        links = read_trace_links(trace)
-        return links, "" if links is not None else \
-            f"{source.name}: no torch_to_npu flow events in {TRACE}"
+            return _side(data, HostSide(), f"{source.name}: no {TRACE} beside "
+                                           "kernel_details.csv (host→device links live there)")
+        return _side(data, read_trace_side(trace),
+                     f"{source.name}: no torch_to_npu flow events in {TRACE}")
     if data.format == "trace_json":
-        return None, f"{source.name}: no host→device flow events in the trace"
-    return None, f"{source.name}: no host→device links in this profile ({data.format})"
+        return _side(data, HostSide(), f"{source.name}: no host→device flow events in the "
+                                       "trace")
+    return _side(data, HostSide(), f"{source.name}: no host→device links in this profile "
+                                   f"({data.format})")
+
+
+def host_links_of(data) -> tuple[HostLinks | None, str]:
+    """The host→device links of one rank (RankData): ``read_host_side`` of it, links only."""
+    found, note = read_host_side(data)
+    return found.links, note
 
 
 def framework_of(data, ops: pd.DataFrame | None) -> tuple[pd.DataFrame | None, str]:

@@ -30,7 +30,8 @@ from ..formats.host_links import Algorithms
 from ..frames import concat_frames, concat_ranks
 from ..rank_data import RankData
 from .device_memory import RankMemory
-from .framework import framework_of, host_links_of
+from .framework import framework_of, read_host_side
+from .non_compute import NOTHING, NonCompute, non_compute
 from .summary import Stack, StackShare, sort_codes, summarize
 from .timeline import step_breakdown_from_kernels
 
@@ -151,6 +152,11 @@ class RankResult:
     (chosen steps) per dtype of their first input, ``""`` where none is recorded
     (``dtype_time``). ``info`` holds the reader's, plus the ``hccl_algorithms`` the
     framework pass found in a trace_view.json beside kernel_details.csv.
+    ``collectives``, ``collective_links`` (schema COLLECTIVE_COLUMNS,
+    COLLECTIVE_LINK_COLUMNS), ``host_steps`` (HOST_STEP_COLUMNS) and ``step_lanes``
+    (STEP_LANE_COLUMNS) are its non-compute frames of the chosen steps (rank 0 until the
+    id is assigned; reduce/non_compute.py), None when it has no HCCL task-level data or no
+    host side; ``collectives_source`` says where its tasks came from.
     """
 
     source: Path
@@ -175,6 +181,11 @@ class RankResult:
     facts: Any = None
     nothing: bool = False
     dtype_us: Mapping[str, float] = field(default_factory=dict)
+    collectives: pd.DataFrame | None = None
+    collective_links: pd.DataFrame | None = None
+    collectives_source: str = ""
+    host_steps: pd.DataFrame | None = None
+    step_lanes: pd.DataFrame | None = None
 
 
 def _kept(frame: pd.DataFrame | None, plan: RankPlan) -> pd.DataFrame | None:
@@ -200,17 +211,26 @@ def dtype_time(ops: pd.DataFrame, slot: np.ndarray, count: int) -> list[dict[str
 
 
 def _framework(data: RankData, ops: pd.DataFrame
-               ) -> tuple[pd.DataFrame | None, str, Algorithms | None]:
-    """``framework_of`` with the host side read once, and the HCCL algorithms that pass found.
+               ) -> tuple[pd.DataFrame | None, str, Algorithms | None, RankData]:
+    """``framework_of`` with the host side read once; the algorithms and the rank it found.
 
-    Beside a kernel_details.csv that pass is the one read of trace_view.json; a trace
-    without launch flows gives no host side, and so no algorithms either.
+    The rank comes back with its host side (links, host spans, HCCL tasks) for the
+    non-compute frames. Beside a kernel_details.csv that pass is the one read of
+    trace_view.json; a trace without launch flows gives no host→device links, and so no
+    algorithms either.
     """
-    links, note = host_links_of(data)
-    if links is None:
-        return None, note, None
-    framework, note = framework_of(replace(data, links=links), ops)
-    return framework, note, links.algorithms
+    data, note = read_host_side(data)
+    if data.links is None:
+        return None, note, None, data
+    framework, note = framework_of(data, ops)
+    return framework, note, data.links.algorithms, data
+
+
+def _with_side(side: NonCompute) -> dict[str, Any]:
+    """A RankResult's non-compute fields."""
+    return {"collectives": side.collectives, "collective_links": side.collective_links,
+            "collectives_source": side.collectives_source, "host_steps": side.host_steps,
+            "step_lanes": side.step_lanes}
 
 
 def _info(data: RankData, algorithms: Algorithms | None) -> Mapping[str, Any]:
@@ -238,14 +258,15 @@ def reduce_kernels(data: RankData, plan: RankPlan) -> RankResult:
         if step_ids:  # a rank without step ids is kept whole
             ops = ops[in_ranges(ops["step"], plan.steps)].reset_index(drop=True)
             steps, comm = _chosen(steps, plan.steps), _chosen(comm, plan.steps)
-    framework, note, algorithms = _framework(data, ops)
+    framework, note, algorithms, data = _framework(data, ops)
     return RankResult(
         data.source, data.format, data.rank, _info(data, algorithms), data.warnings, steps,
         _kept(ops, plan), _kept(comm, plan), summary=summarize(ops, comm, plan.max_samples),
         kernel_steps=step_breakdown_from_kernels(ops) if steps is None and len(ops) else None,
         outside_steps=outside, has_comm=comm is not None, step_ids=step_ids,
         has_kernels=has_kernels, step_spans=spans, framework=framework, framework_note=note,
-        dtype_us=dtype_time(ops, np.zeros(len(ops), dtype=np.int64), 1)[0])
+        dtype_us=dtype_time(ops, np.zeros(len(ops), dtype=np.int64), 1)[0],
+        **_with_side(non_compute(data, ops)))
 
 
 def _stackable(data: RankData, plan: RankPlan) -> tuple[bool, RankData, str]:
@@ -259,9 +280,9 @@ def _stackable(data: RankData, plan: RankPlan) -> tuple[bool, RankData, str]:
     if not 0 < rows <= min(STACK_RANK_ROWS, plan.max_samples or STACK_RANK_ROWS) or \
             data.steps is None or data.links is not None:
         return False, data, ""
-    links, note = host_links_of(data)
-    if links is not None:
-        return False, replace(data, links=links), ""
+    data, note = read_host_side(data)
+    if data.links is not None:
+        return False, data, ""
     return True, data, note
 
 
@@ -330,14 +351,28 @@ def _reduce_stack(stack: list[tuple[int, RankData, str]], plan: RankPlan
                               span_start[spans[n]:spans[n + 1]],
                               span_end[spans[n]:spans[n + 1]]) for n in range(len(datas))]
     dtype_us = dtype_time(ops, slot, len(datas))
+    sides = _stacked_sides(datas, ops, slot)
     shares = _share_out(datas, plan, ops, slot, summary)
     return {number: RankResult(
         data.source, data.format, data.rank, data.info, data.warnings, chosen[n].steps,
         _kept(rows, plan), _kept(chosen[n].comm, plan), share=share,
         outside_steps=int(dropped[n]), has_comm=chosen[n].comm is not None,
         step_ids=chosen[n].step_ids, step_spans=step_spans[n], framework_note=note,
-        dtype_us=dtype_us[n])
+        dtype_us=dtype_us[n], **_with_side(sides[n]))
         for n, ((number, data, note), (share, rows)) in enumerate(zip(stack, shares))}
+
+
+def _stacked_sides(datas: list[RankData], ops: pd.DataFrame, slot: np.ndarray
+                   ) -> list[NonCompute]:
+    """Each stacked rank's non-compute frames, from its own rows of the stack.
+
+    Most small ranks have neither HCCL tasks nor a host side: only those that do are
+    reduced, one at a time, on their slice of the stack (in slot order).
+    """
+    bounds = _bounds(slot, len(datas))
+    return [non_compute(data, ops.iloc[bounds[n]:bounds[n + 1]].reset_index(drop=True))
+            if data.tasks is not None or data.host_spans is not None else NOTHING
+            for n, data in enumerate(datas)]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,345 @@
+"""HCCL task-level data: the op-level collectives and the tasks each runs on its planes.
+
+docs/formats.md §14. Two sources, one form (``CollectiveTasks``):
+
+* trace_view.json (and msprof timelines): the process named ``HCCL`` (``Communication``
+  in current msprof) holds, per communication group, a thread ``Group <g> Communication``
+  with the op-level events (``hcom_allReduce__586_0_1``, args ``alg_type``, ``count``,
+  ``data_type``) and threads ``Plane <n>`` with the task events (``Notify_Wait``,
+  ``Memcpy``, ``Reduce_Inline``, …; args ``task type``, ``size(Byte)``, ``link type``,
+  ``transport type``, ``src rank``, ``dst rank``, ``notify_id``). msprof numbers the
+  threads of the g-th group it meets ``9·g`` (the group) and ``9·g + plane + 1`` (its
+  planes; [MSPROF] ``hccl_assembler.cpp``), so a plane thread belongs to the group thread
+  of the same process with the largest tid below its own. The events themselves are kept
+  by the pass that reads the trace (``host_links.LinkScan``); ``trace_tasks`` turns its
+  column lists into the frames.
+* the profiler db: ``COMMUNICATION_OP`` (one row per op, ``opId``) and
+  ``COMMUNICATION_TASK_INFO`` ⨝ ``TASK`` on ``globalTaskId`` (one row per task, its
+  ``opId`` and ``planeId``); names and task types through ``STRING_IDS``, link, transport
+  and RDMA kinds through the ``ENUM_HCCL_*`` tables (``read_db_tasks``).
+
+Readers hand the rows on as found; which op a trace task belongs to (its op's time
+window) and every figure are derived in ``reduce/collectives.py``.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..frames import as_category
+
+COMM_PROCESSES = ("HCCL", "Communication")
+PLANE_THREAD = re.compile(r"^\s*Plane\s+(\d{1,6})\s*$")
+GROUP_SUFFIX = " Communication"
+# What marks a task event of a plane thread, whatever its name: the select pass over a
+# trace looks for this key (a JSON key is a string like any other), and the pass that
+# keeps events tells task events from the rest by it.
+TASK_KEY = "link type"
+# The db's enums, as msprof defines them; a db's own ENUM_HCCL_* tables win.
+LINK_TYPES = {0: "ON_CHIP", 1: "HCCS", 2: "PCIE", 3: "ROCE", 4: "SIO", 5: "HCCS_SW",
+              6: "STANDARD_ROCE", 7: "RESERVED", 65534: "N/A", 65535: "INVALID_TYPE"}
+TRANSPORT_TYPES = {0: "SDMA", 1: "RDMA", 2: "LOCAL", 65534: "N/A", 65535: "INVALID_TYPE"}
+RDMA_TYPES = {0: "RDMA_SEND_NOTIFY", 1: "RDMA_SEND_PAYLOAD", 2: "RDMA_PAYLOAD_PREPARE",
+              3: "RDMA_PAYLOAD_CHECK", 4: "RDMA_PAYLOAD_ACK", 5: "RDMA_SEND_OP",
+              65534: "N/A", 65535: "INVALID_TYPE"}
+
+OP_FIELDS = {"start_ns": "int64", "end_ns": "int64", "op_name": "category",
+             "group": "category", "algorithm": "category"}
+TASK_FIELDS = {"start_ns": "int64", "end_ns": "int64", "op": "int64", "group": "category",
+               "plane": "int64", "task_type": "category", "size": "int64",
+               "link_type": "category", "transport": "category", "rdma": "category"}
+
+
+@dataclass(frozen=True)
+class CollectiveTasks:
+    """One rank's op-level collectives and their HCCL tasks, as a reader found them.
+
+    ``ops``: one row per collective instance (OP_FIELDS): ``start_ns``, ``end_ns``
+    (int64 ns), ``op_name`` (``hcom_allReduce__586_0_1``), ``group`` (the db's
+    ``groupName``; in a trace the group thread's name without `` Communication``, e.g.
+    ``Group 0``), ``algorithm`` (``alg_type`` / ``algType``, ``""`` when not recorded).
+    ``tasks``: one row per task (TASK_FIELDS): ``start_ns``, ``end_ns``, ``op`` (the row
+    of ``ops`` it belongs to, or -1: then the reduce finds it by time window within
+    ``group``, ``""`` meaning any group), ``plane``, ``task_type`` (as written:
+    ``Notify_Wait``), ``size`` (bytes, 0 when none), ``link_type`` (``HCCS``, ``ON_CHIP``,
+    …), ``transport`` (``SDMA``, ``RDMA``, ``LOCAL``), ``rdma`` (db ``rdmaType`` name,
+    ``""`` in a trace). ``source`` says where the rows came from, for the report
+    (``trace_view.json: HCCL plane tasks``).
+    """
+
+    ops: pd.DataFrame
+    tasks: pd.DataFrame
+    source: str
+
+
+def _conform(frame: pd.DataFrame, fields: dict[str, str]) -> pd.DataFrame:
+    out = pd.DataFrame(index=frame.index)
+    for column, dtype in fields.items():
+        values = frame[column]
+        if str(values.dtype) == dtype:
+            out[column] = values
+        elif dtype == "category":
+            out[column] = as_category(values)
+        else:
+            out[column] = pd.to_numeric(values, errors="coerce").fillna(0).astype(dtype)
+    return out.reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- trace
+
+def _plane_groups(threads: dict, pids: set) -> tuple[dict, dict]:
+    """Per (pid, tid) of a communication process: plane number, and the group of each thread.
+
+    Returns ``planes`` ({(pid, tid): plane}) and ``groups`` ({(pid, tid): group label}):
+    a group thread's label is its name without `` Communication``; a plane thread's is
+    that of the group thread of its process with the largest tid below its own (``""``
+    when no group thread precedes it, or tids are not numbers).
+    """
+    planes, group_threads = {}, {}
+    for (pid, tid), name in threads.items():
+        if pid not in pids:
+            continue
+        plane = PLANE_THREAD.match(name)
+        if plane:
+            planes[(pid, tid)] = int(plane.group(1))
+        else:
+            group_threads[(pid, tid)] = name.removesuffix(GROUP_SUFFIX).strip()
+    groups = dict(group_threads)
+    for pid, tid in planes:
+        below = [(t, label) for (p, t), label in group_threads.items()
+                 if p == pid and isinstance(t, int) and isinstance(tid, int) and t < tid]
+        groups[(pid, tid)] = max(below, key=lambda pair: pair[0])[1] if below else ""
+    return planes, groups
+
+
+Chunks = list  # a column as pieces: Python lists, numpy or Arrow arrays
+
+
+def _ints(chunks: Chunks) -> np.ndarray:
+    """A pid/tid column as int64 when every value is an integer, else as objects."""
+    parts = []
+    for chunk in chunks:
+        if isinstance(chunk, np.ndarray):
+            parts.append(chunk)
+            continue
+        if isinstance(chunk, pa.Array):
+            parts.append(np.asarray(chunk.to_pandas(), dtype=object) if chunk.null_count
+                         else chunk.to_numpy(zero_copy_only=False))
+            continue
+        try:  # ints (floats never reach here: the pass that kept them refuses those)
+            parts.append(np.array(chunk, dtype=np.int64))
+        except (TypeError, ValueError, OverflowError):
+            parts.append(np.array(chunk, dtype=object))
+    if not parts:
+        return np.zeros(0, np.int64)
+    if all(p.dtype == np.int64 for p in parts):
+        return np.concatenate(parts)
+    return np.concatenate([p.astype(object) for p in parts])
+
+
+def _pairs(pids: Chunks, tids: Chunks) -> tuple[np.ndarray, list]:
+    """A code per event for its (pid, tid) and the distinct pairs the codes index.
+
+    Factorized per column, so a million task events cost no Python loop.
+    """
+    pid, tid = _ints(pids), _ints(tids)
+    if not len(pid):
+        return np.zeros(0, np.int64), []
+    pid_code, pid_values = pd.factorize(pid)
+    tid_code, tid_values = pd.factorize(tid)
+    local, distinct = pd.factorize(pid_code.astype(np.int64) * len(tid_values) + tid_code)
+    pairs = [(_key(pid_values[d // len(tid_values)]), _key(tid_values[d % len(tid_values)]))
+             for d in distinct]
+    return local, pairs
+
+
+def _key(value):
+    """A pid or tid as the metadata dicts key it (numpy ints back to int)."""
+    return int(value) if isinstance(value, np.integer) else value
+
+
+def trace_tasks(path: Path, processes: dict, threads: dict, ops: dict[str, list],
+                tasks: dict[str, Chunks], ns) -> CollectiveTasks | None:
+    """The CollectiveTasks of a trace from the columns a LinkScan kept.
+
+    ``ops`` holds lists ``pid``, ``tid``, ``ts``, ``dur``, ``name``, ``algorithm`` of the
+    ``hcom_*`` ``X`` events; ``tasks`` holds, as chunks (lists or Arrow arrays), ``pid``,
+    ``tid``, ``ts``, ``dur``, ``name``, ``type`` (args ``task type``), ``size``, ``link``,
+    ``transport`` of the events carrying TASK_KEY. Only events of a communication process
+    count: op-level ones on a thread that is not a plane, tasks on a ``Plane <n>`` thread.
+    ``ns(texts)`` converts timestamps (an Arrow string array) to int64 ns. None when the
+    trace holds no task of a plane thread.
+    """
+    pids = {pid for pid, name in processes.items() if name in COMM_PROCESSES}
+    planes, groups = _plane_groups(threads, pids)
+    task_code, task_pairs = _pairs(tasks["pid"], tasks["tid"])
+    pair_plane = np.array([planes.get(pair, -1) for pair in task_pairs] + [-1], np.int64)
+    plane = pair_plane[task_code]
+    on_plane = plane >= 0
+    if not on_plane.any():
+        return None
+    ops = {column: [values] for column, values in ops.items()}
+    op_code, op_pairs = _pairs(ops["pid"], ops["tid"])
+    pair_is_op = np.array([pair[0] in pids and pair not in planes for pair in op_pairs]
+                          + [False], bool)
+    op_rows = pair_is_op[op_code]
+    op_frame = _events(ops, op_rows, ns)
+    op_frame["op_name"] = _category(ops["name"], op_rows)
+    op_group = np.array([groups.get(pair, "") for pair in op_pairs] + [""], dtype=object)
+    op_frame["group"] = pd.Categorical(op_group[op_code[op_rows]].astype(str))
+    op_frame["algorithm"] = _category(ops["algorithm"], op_rows)
+    task_frame = _events(tasks, on_plane, ns)
+    task_group = pd.Categorical([groups.get(pair, "") for pair in task_pairs] + [""])
+    task_frame["op"] = -1
+    task_frame["group"] = pd.Categorical.from_codes(task_group.codes[task_code[on_plane]],
+                                                    dtype=task_group.dtype)
+    task_frame["plane"] = plane[on_plane]
+    # The task type is the event's name; args "task type" says the same where present.
+    typed = _category(tasks["type"], on_plane)
+    if "" in typed.categories:  # some events without the arg: their name says it
+        named = np.asarray(_category(tasks["name"], on_plane))
+        typed = pd.Categorical(np.where(np.asarray(typed) != "", np.asarray(typed), named))
+    task_frame["task_type"] = typed
+    task_frame["size"] = _numbers(tasks["size"], on_plane, np.int64)
+    task_frame["link_type"] = _category(tasks["link"], on_plane)
+    task_frame["transport"] = _category(tasks["transport"], on_plane)
+    task_frame["rdma"] = pd.Categorical.from_codes(np.zeros(len(task_frame), np.int8), [""])
+    order = np.argsort(op_frame["start_ns"].to_numpy(), kind="stable")
+    return CollectiveTasks(_conform(op_frame.iloc[order], OP_FIELDS),
+                           _conform(task_frame, TASK_FIELDS), f"{path.name}: HCCL plane tasks")
+
+
+def _strings(chunks: Chunks) -> pa.Array:
+    """A column as one Arrow string array (missing values null; other values as text)."""
+    parts = []
+    for chunk in chunks:
+        if isinstance(chunk, pa.Array):
+            parts.append(chunk if chunk.type == pa.string() else chunk.cast(pa.string()))
+            continue
+        try:
+            parts.append(pa.array(chunk, type=pa.string()))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # numbers or objects: by their text
+            parts.append(pa.array([v if v.__class__ is str or v is None else str(v)
+                                   for v in chunk], type=pa.string()))
+    return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+
+
+def _events(columns: dict[str, Chunks], keep: np.ndarray, ns) -> pd.DataFrame:
+    ts = _strings(columns["ts"])
+    if not keep.all():
+        ts = ts.filter(pa.array(keep))
+    start = ns(ts) if len(ts) else np.zeros(0, np.int64)
+    dur = np.clip(_numbers(columns["dur"], keep, np.float64), 0, None)
+    return pd.DataFrame({"start_ns": start,
+                         "end_ns": start + np.rint(dur * 1000).astype(np.int64)})
+
+
+def _numbers(chunks: Chunks, keep: np.ndarray, dtype) -> np.ndarray:
+    """The kept values as numbers (text and None too: then 0 where not a number)."""
+    parts = []
+    for chunk in chunks:
+        if isinstance(chunk, np.ndarray):
+            parts.append(chunk.astype(np.float64))
+            continue
+        try:  # all numbers (or numeric text): read at C speed
+            parts.append(chunk.cast(pa.float64()).to_numpy(zero_copy_only=False)
+                         if isinstance(chunk, pa.Array) else np.asarray(chunk, dtype=np.float64))
+        except (TypeError, ValueError, OverflowError, pa.ArrowInvalid):
+            values = chunk.to_pylist() if isinstance(chunk, pa.Array) else chunk
+            parts.append(pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
+                         .to_numpy(float))
+    out = np.concatenate(parts) if parts else np.zeros(0)
+    out = np.nan_to_num(out[keep], nan=0.0, posinf=0.0, neginf=0.0)
+    return out.astype(dtype) if dtype is not np.float64 else out
+
+
+def _category(chunks: Chunks, keep: np.ndarray) -> pd.Categorical:
+    """The kept values as a categorical of text, ``""`` for missing ones.
+
+    Through Arrow's dictionary encoding: a million task events hold a handful of texts.
+    """
+    text = pc.fill_null(_strings(chunks), "")
+    if not keep.all():
+        text = text.filter(pa.array(keep))
+    encoded = text.dictionary_encode()
+    return pd.Categorical.from_codes(encoded.indices.to_numpy(zero_copy_only=False),
+                                     encoded.dictionary.to_pylist())
+
+
+# ---------------------------------------------------------------- db
+
+def _enum(conn: sqlite3.Connection, tables: dict, table: str, default: dict) -> dict:
+    if {"id", "name"} <= tables.get(table, set()):
+        return {**default, **dict(conn.execute(f"SELECT id, name FROM {table}").fetchall())}
+    return default
+
+
+def _names(ids: pd.Series, table: dict) -> pd.Series:
+    numbers = pd.to_numeric(ids, errors="coerce")
+    return numbers.map(table).where(numbers.notna(), "").fillna("").astype(str)
+
+
+def read_db_tasks(conn: sqlite3.Connection, tables: dict[str, set[str]], path: Path,
+                  strings, query, resolve) -> CollectiveTasks | None:
+    """COMMUNICATION_OP and COMMUNICATION_TASK_INFO ⨝ TASK of a profiler db, or None.
+
+    None when the db holds no task rows (Level0, or a db without the tables). ``query``,
+    ``resolve`` and ``strings`` are the db reader's (sqlite_db.py), so that ids resolve
+    alike for kernels and tasks. A task whose ``opId`` names no op keeps ``op`` -1 and is
+    matched by time window within its ``groupName``.
+    """
+    op_columns = tables.get("COMMUNICATION_OP", set())
+    info = tables.get("COMMUNICATION_TASK_INFO", set())
+    task = tables.get("TASK", set())
+    if not {"opName", "startNs", "endNs"} <= op_columns or \
+            not {"globalTaskId", "taskType"} <= info or \
+            not {"startNs", "endNs", "globalTaskId"} <= task or strings is None:
+        return None
+
+    def column(name: str, present: set, alias: str, table: str) -> str:
+        return f"{table}.{name} AS {alias}" if name in present else f"NULL AS {alias}"
+
+    tasks = query(conn, "SELECT T.startNs AS start_ns, T.endNs AS end_ns, "
+                        f"{column('opId', info, 'op_id', 'C')}, "
+                        f"{column('groupName', info, 'group_id', 'C')}, "
+                        f"{column('planeId', info, 'plane', 'C')}, C.taskType AS task_type, "
+                        f"{column('size', info, 'size', 'C')}, "
+                        f"{column('linkType', info, 'link', 'C')}, "
+                        f"{column('transportType', info, 'transport', 'C')}, "
+                        f"{column('rdmaType', info, 'rdma', 'C')} "
+                        "FROM COMMUNICATION_TASK_INFO C JOIN TASK T "
+                        "ON T.globalTaskId = C.globalTaskId", path)
+    if tasks.empty:
+        return None
+    ops = query(conn, "SELECT startNs AS start_ns, endNs AS end_ns, opName AS op_name, "
+                      f"{column('opId', op_columns, 'op_id', 'O')}, "
+                      f"{column('groupName', op_columns, 'group_id', 'O')}, "
+                      f"{column('algType', op_columns, 'algorithm', 'O')} "
+                      "FROM COMMUNICATION_OP O ORDER BY startNs", path)
+    ops["op_name"] = resolve(ops["op_name"], strings)
+    ops["group"] = resolve(ops["group_id"], strings)
+    ops["algorithm"] = resolve(ops["algorithm"], strings)
+    op_ids = pd.to_numeric(ops["op_id"], errors="coerce")
+    row_of = pd.Series(np.arange(len(ops)), index=op_ids.to_numpy()) \
+        if op_ids.notna().all() and op_ids.is_unique else pd.Series(dtype="int64")
+    found = pd.to_numeric(tasks["op_id"], errors="coerce").map(row_of)
+    tasks["op"] = found.fillna(-1).astype(np.int64)
+    tasks["group"] = resolve(tasks["group_id"], strings)
+    tasks["task_type"] = resolve(tasks["task_type"], strings)
+    tasks["link_type"] = _names(tasks["link"], _enum(conn, tables, "ENUM_HCCL_LINK_TYPE",
+                                                     LINK_TYPES))
+    tasks["transport"] = _names(tasks["transport"], _enum(
+        conn, tables, "ENUM_HCCL_TRANSPORT_TYPE", TRANSPORT_TYPES))
+    tasks["rdma"] = _names(tasks["rdma"], _enum(conn, tables, "ENUM_HCCL_RDMA_TYPE",
+                                                RDMA_TYPES))
+    tasks = tasks[pd.to_numeric(tasks["end_ns"], errors="coerce").notna().to_numpy()]
+    return CollectiveTasks(_conform(ops, OP_FIELDS), _conform(tasks, TASK_FIELDS),
+                           f"{path.name}: COMMUNICATION_TASK_INFO + TASK")
