@@ -70,6 +70,11 @@ class Thresholds:
     # Floor of the rank spread (percent of the median), so identical ranks flag only real
     # moves and not 1 µs of jitter.
     rank_floor_pct: float = 2.0
+    # A rank that starts last in at least this share of a collective's instances, at a cost
+    # to the others of at least ``material_pct`` of the step, raises ``late-rank``.
+    late_rank_share: float = 0.75
+    # Share of a grown Free that must be the device waiting for launches for ``host-bound``.
+    host_bound_share: float = 0.5
     # Relative growth of peak reserved device memory that raises ``memory-growth``: an
     # allocator's peak moves by a few percent between collections of one job.
     memory_growth_pct: float = 5.0

@@ -36,7 +36,8 @@ from cann_diff.report import Invocation
 GOLDEN = Path(__file__).resolve().parent / "golden"
 CHARTS = {"step_breakdown": "step_breakdown.png", "step_waterfall": "step_waterfall.png",
           "top_movers": "top_movers.png", "rank_heatmap": "rank_heatmap.png",
-          "rank_steps": "rank_steps.png", "families": "families.png"}
+          "rank_steps": "rank_steps.png", "families": "families.png",
+          "step_timeline": "step_timeline.png"}
 MI_TEXT = DATA / "realdata" / "Ascend__msinsight/test/data/pytorch/text"
 
 

@@ -34,6 +34,7 @@ from .memory import (
     recorded_memory,
     without_missing_files,
 )
+from .non_compute import HostTime, collective_links, compare_skew, host_time, skew_note, with_parts
 from .operators import (
     SAME_SHAPE_KINDS,
     compare_categories,
@@ -45,8 +46,8 @@ from .operators import (
 from .ranks import compare_ranks
 from .steps import BREAKDOWN_FIELDS, ScreenedStep, StepComparison, StepFigures, compare_step
 
-__all__ = ["BREAKDOWN_FIELDS", "SAME_SHAPE_KINDS", "Comparable", "Comparison", "ScreenedStep",
-           "StepComparison", "StepFigures", "compare", "units_of"]
+__all__ = ["BREAKDOWN_FIELDS", "SAME_SHAPE_KINDS", "Comparable", "Comparison", "HostTime",
+           "ScreenedStep", "StepComparison", "StepFigures", "compare", "units_of"]
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,13 @@ class Comparison:
     framework_note: Note | None = None
     # What differs besides the stack (chip, dtypes, algorithm, profiler settings, host).
     comparability: tuple[Comparable, ...] = ()
-
+    # From the HCCL tasks and the host side (compare/non_compute.py): per (type, link type)
+    # transfer, per (side, type, group) arrival skew (``skew_note`` says why there is
+    # none), and host time with Free; empty / None when the profiles hold none.
+    collective_links: pd.DataFrame = field(default_factory=pd.DataFrame)
+    skew: pd.DataFrame = field(default_factory=pd.DataFrame)
+    skew_note: str = ""
+    host: HostTime | None = None
 
 
 def _step_set(run: Run) -> tuple[int, ...]:
@@ -128,11 +135,14 @@ def compare(base: Run, new: Run, matched: Matched,
     framework, framework_note = compare_framework(base, new, thresholds, limits,
                                                   every.delta_us)
 
+    comm_types = with_parts(compare_communication(base, new), base, new)
     return Comparison(base, new, matched, operators, compare_categories(operators),
-                      compare_communication(base, new), step, thresholds, base_units,
+                      comm_types, step, thresholds, base_units,
                       new_units, base_steps, new_steps, tuple(warnings),
                       compare_ranks(base, new), groups, compare_families(operators), limits,
-                      _memory(base, new, thresholds), framework, framework_note, alike)
+                      _memory(base, new, thresholds), framework, framework_note, alike,
+                      collective_links(base, new), compare_skew(base, new),
+                      skew_note(base, new), host_time(base, new))
 
 
 def _memory(base: Run, new: Run, thresholds: Thresholds) -> MemoryComparison | None:

@@ -21,7 +21,9 @@ from .base import FINDING_IDS, SEVERITY_ORDER, Finding
 from .comm_hides_compute import comm_hides_compute
 from .compute_split import ComputeSplit, mc2_part, split_computing
 from .fusion import FusionGroup, claimed_instances, detect_fusion, fusion_finding
-from .headline import headline
+from .headline import headline, unmeasured_headline
+from .host_bound import host_bound
+from .late_rank import late_ranks
 from .memory_growth import memory_growth, memory_sentence
 from .operators import operator_findings
 from .slow_rank import slow_ranks
@@ -76,6 +78,18 @@ def _operators(cmp: Comparison, groups: list[FusionGroup],
     return ops.reindex(ops["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
 
 
+# Findings about kernel timing: a run whose durations are no measurement gets none.
+TIMING = ("comm-hides-compute", "op-regression", "op-improvement", "slow-rank", "late-rank",
+          "host-bound")
+IMPLAUSIBLE = "implausible-durations"
+
+
+def _unmeasured(cmp: Comparison) -> list[str]:
+    """Labels of the runs whose kernel durations are not measurements (their note)."""
+    return [run.label for run in (cmp.base, cmp.new)
+            if any(note.code == IMPLAUSIBLE for note in run.warnings)]
+
+
 def analyse(cmp: Comparison, vocab: Vocabulary | None = None) -> Analysis:
     """Findings for a Comparison, most severe first (``vocab``: its fusion table)."""
     groups, claimed = detect_fusion(cmp, vocab)
@@ -85,13 +99,18 @@ def analyse(cmp: Comparison, vocab: Vocabulary | None = None) -> Analysis:
     if hidden:
         findings.insert(0, hidden)
     findings += operator_findings(cmp, claimed, groups)
-    findings += slow_ranks(cmp)
+    findings += slow_ranks(cmp) + late_ranks(cmp) + host_bound(cmp)
+    unmeasured = _unmeasured(cmp)
+    if unmeasured:
+        findings = [f for f in findings if f.id not in TIMING]
     grown = memory_growth(cmp.memory, cmp.thresholds)
     findings += [grown] if grown else []
     findings.sort(key=lambda f: SEVERITY_ORDER.get(f.severity, len(SEVERITY_ORDER)))
     memory = memory_sentence(cmp.memory, cmp.thresholds)
     alike = comparability_sentence(cmp)
-    text = " ".join(t for t in (headline(cmp, findings, groups, compute), alike, memory) if t)
+    verdict = unmeasured_headline(cmp, unmeasured) if unmeasured else \
+        headline(cmp, findings, groups, compute)
+    text = " ".join(t for t in (verdict, alike, memory) if t)
     sentence, _ = compute_parts(cmp, compute)
     return Analysis(tuple(groups), tuple(findings), claimed, compute,
                     _operators(cmp, groups, claimed), text, memory,

@@ -18,6 +18,8 @@ FINDING_IDS = {
     "removed-ops": "operator keys only in base",
     "slow-rank": "one rank's step, computing or exposed communication is an outlier",
     "memory-growth": "peak reserved device memory grew beyond the threshold",
+    "late-rank": "one rank starts a collective last in most instances; the others wait",
+    "host-bound": "Free grew and most of the growth is the device waiting for launches",
 }
 SEVERITY_ORDER = {"high": 0, "medium": 1, "info": 2}
 

@@ -18,6 +18,7 @@ from ..compare import Comparison
 from .base import Finding
 from .compute_split import ComputeSplit
 from .fusion import FusionGroup
+from .host_bound import settings_text
 from .story import (
     Part,
     collective_parts,
@@ -75,12 +76,33 @@ def _comm_phrase(cmp: Comparison) -> str:
                       *([cause] if cause else [])])
 
 
+def free_phrase(cmp: Comparison) -> str:
+    """How much of Free's change is the device waiting for launches, and host-costly settings.
+
+    ``""`` without a host side on both runs.
+    """
+    host = cmp.host
+    if host is None:
+        return ""
+    bound = host.delta("host_bound_us")
+    pieces = []
+    if bound == bound and abs(bound) >= 1:  # NaN-safe; under 1 µs is nothing to say
+        verb = "more" if bound > 0 else "less"
+        pieces.append(f"{fmt.ms(abs(bound))} ms {verb} waiting for the host's launches")
+    settings = settings_text(host)
+    if settings:
+        pieces.append(settings)
+    return "; ".join(pieces)
+
+
 def _part_phrase(cmp: Comparison, part: Part, compute: ComputeSplit) -> str:
     detail = ""
     if part.name == "computing":
         detail = _compute_phrase(cmp, compute)
     elif part.name == "exposed communication":
         detail = _comm_phrase(cmp)
+    elif part.name.startswith("Free"):
+        detail = free_phrase(cmp)
     return f"{part.name} {signed_ms(part.delta_us)}" + (f" ({detail})" if detail else "")
 
 
@@ -121,6 +143,18 @@ def _unchanged(cmp: Comparison) -> str:
                 f"significance unknown{_screened(cmp)}).")
     return (f"No significant change in step time between {between} ({base_new}, "
             f"{fmt.pct(s.delta_pct)}{_screened(cmp)}).")
+
+
+def unmeasured_headline(cmp: Comparison, labels: Sequence[str]) -> str:
+    """The verdict when a run's kernel durations are no measurement: step figures only."""
+    s = cmp.step
+    runs = " and ".join(labels)
+    step = (f" Its step figures say {fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms per step "
+            f"({fmt.pct(s.delta_pct)}), which kernel timing cannot explain."
+            if s.base_us is not None and s.new_us is not None and s.delta_pct == s.delta_pct
+            else "")
+    return (f"No kernel timing verdict: the kernel durations of {runs} are not measurements "
+            f"(see the warnings); counts and operator sets are compared.{step}")
 
 
 def headline(cmp: Comparison, findings: Sequence[Finding], fusion: Sequence[FusionGroup],

@@ -220,6 +220,7 @@ def collective_parts(cmp: Comparison, n: int = 3) -> list[Part]:
             for row in moved.head(n).itertuples()]
 
 
+JSON_SOURCE = "communication.json"
 PARTS = (("transit", "transfer"), ("wait", "waiting for a peer"),
          ("idle", "idle between tasks"))
 
@@ -239,25 +240,69 @@ def _comm_growth(cmp: Comparison) -> tuple[list[str], dict]:
     return parts, data
 
 
+def parts_source(table: pd.DataFrame) -> str:
+    """``hccl_tasks`` when every row's split comes from HCCL tasks, else communication.json.
+
+    The tasks see every plane: a wait on one plane while the others are idle is waiting,
+    where communication.json's one-plane figures book it as idle.
+    """
+    if len(table) and "parts_source" in table and (table["parts_source"] == "hccl_tasks").all():
+        return "hccl_tasks"
+    return "communication.json"
+
+
 def _part_sums(table: pd.DataFrame) -> dict[str, dict[str, float]] | None:
-    """Transit, wait and idle per step (µs) of both sides, summed over ``table``'s types."""
-    if not all(f"{side}_{part}_us" in table for side in ("base", "new")
+    """Transit, wait and idle per step (µs) of both sides, summed over ``table``'s types.
+
+    From the HCCL tasks when every type has them (``parts_source``), else from
+    communication.json (elapse = transit + wait + idle there).
+    """
+    tasks = parts_source(table) == "hccl_tasks"
+    column = {"transit": "task_transfer", "wait": "task_wait", "idle": "task_idle"} if tasks \
+        else {"transit": "transit", "wait": "wait", "idle": "idle"}
+    if not all(f"{side}_{column[part]}_us" in table for side in ("base", "new")
                for part in ("transit", "wait")):
         return None
     sums: dict[str, dict[str, float]] = {}
     for part, _ in PARTS:
         sums[part] = {}
         for side in ("base", "new"):
-            if f"{side}_{part}_us" in table:
-                values = table[f"{side}_{part}_us"]
+            name = f"{side}_{column[part]}_us"
+            if name in table:
+                values = table[name]
             elif part == "idle" and f"{side}_elapse_us" in table:  # elapse = transit+wait+idle
                 values = (table[f"{side}_elapse_us"] - table[f"{side}_transit_us"]
                           - table[f"{side}_wait_us"])
             else:
                 values = pd.Series(np.nan, index=table.index)
+            values = pd.to_numeric(values, errors="coerce")
             sums[part][side] = float(values.fillna(0.0).sum()) if values.notna().any() \
                 else float("nan")
     return sums
+
+
+def _sum(table: pd.DataFrame, column: str) -> float:
+    values = pd.to_numeric(table[column], errors="coerce") if column in table else None
+    return float(values.sum()) if values is not None and values.notna().any() else math.nan
+
+
+def task_detail(table: pd.DataFrame) -> str:
+    """Link transfer over planes and the algorithm change of ``table``'s types, or ``""``."""
+    if parts_source(table) != "hccl_tasks":
+        return ""
+    pieces = []
+    busy = [_sum(table, f"{side}_task_link_busy_us") for side in ("base", "new")]
+    mb = [_sum(table, f"{side}_task_link_mb") for side in ("base", "new")]
+    if all(math.isfinite(v) for v in busy) and max(busy) > 0:
+        volume = (f", {mb[0]:,.1f} → {mb[1]:,.1f} MB" if all(math.isfinite(v) for v in mb)
+                  else "")
+        pieces.append(f"link transfer {fmt.ms(busy[0])} → {fmt.ms(busy[1])} ms summed over "
+                      f"planes{volume}")
+    for row in table.itertuples():
+        b, n = getattr(row, "base_algorithm", None), getattr(row, "new_algorithm", None)
+        if b and n and b != n:
+            pieces.append(f"{row.comm_type} algorithm {b} → {n}")
+    return "; ".join(pieces)
 
 
 def growth_short(cmp: Comparison) -> str:
@@ -270,8 +315,12 @@ def growth_short(cmp: Comparison) -> str:
     part = {"transfer": "transit", "waiting": "wait", "idle": "idle"}[kind]
     sums = data["parts"][part]
     count = "more operations" if data["operations"] == "more" else "the same count"
-    return (f"{word} grew {fmt.ms(sums['base'])} → {fmt.ms(sums['new'])} ms per step, "
-            f"with {count}")
+    grown = _grown(cmp)
+    table = grown if len(grown) else cmp.comm_types
+    source = " (HCCL tasks, every plane)" if data.get("source") == "hccl_tasks" else ""
+    detail = task_detail(table)
+    return (f"{word} grew {fmt.ms(sums['base'])} → {fmt.ms(sums['new'])} ms per step"
+            f"{source}, with {count}" + (f"; {detail}" if detail else ""))
 
 
 def growth_kind(cmp: Comparison) -> tuple[str, str, dict]:
@@ -284,9 +333,11 @@ def growth_kind(cmp: Comparison) -> tuple[str, str, dict]:
     """
     grown = _grown(cmp)
     more = float(grown["delta_count"].clip(lower=0).sum()) if len(grown) else 0.0
-    sums = _part_sums(grown if len(grown) else cmp.comm_types)
+    table = grown if len(grown) else cmp.comm_types
+    sums = _part_sums(table)
     ops = _operations(more, sums)
-    data = {"operations": "more" if more > 1e-9 else "slower", "parts": sums or {}}
+    data = {"operations": "more" if more > 1e-9 else "slower", "parts": sums or {},
+            "source": parts_source(table)}
     if not sums:
         return "unknown", (f"{ops}; without communication.json transfer, waiting and idle "
                            "time cannot be told apart"), {**data, "kind": "unknown"}
@@ -299,7 +350,10 @@ def growth_kind(cmp: Comparison) -> tuple[str, str, dict]:
     figures = ", ".join(f"{words[p]} {ms(sums[p]['base'])} → {ms(sums[p]['new'])}"
                         for p, _ in PARTS if p in finite)
     kind = {"transit": "transfer", "wait": "waiting", "idle": "idle"}[top]
-    return kind, (f"{words[top]} (+{ms(finite[top])} per step; {figures}), from {ops}"), \
+    source = "HCCL tasks, every plane" if data["source"] == "hccl_tasks" else JSON_SOURCE
+    detail = task_detail(table)
+    return kind, (f"{words[top]} (+{ms(finite[top])} per step; {figures}; from {source}"
+                  + (f"; {detail}" if detail else "") + f"), from {ops}"), \
         {**data, "kind": kind}
 
 

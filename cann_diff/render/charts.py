@@ -35,6 +35,7 @@ from .. import format as fmt  # noqa: E402
 from ..report.model import CandidatesSummary, Memory, OperatorRow, RankRow, Report  # noqa: E402
 from .files import write_atomic  # noqa: E402
 from .memory_section import has_timeline  # noqa: E402
+from .timeline_chart import draw_step_timeline, has_lanes  # noqa: E402
 
 DPI = 100
 SIZE = (9, 4.5)
@@ -508,6 +509,8 @@ def draw_charts(report: Report, out_dir: Path) -> dict[str, Path]:
         charts["rank_steps"] = draw_rank_steps(report, out_dir / "rank_steps.png")
     if report.families:
         charts["families"] = draw_families(report, out_dir / "families.png")
+    if has_lanes(report):
+        charts["step_timeline"] = draw_step_timeline(report, out_dir / "step_timeline.png")
     memory = report.memory
     if memory is not None and has_timeline(memory):
         charts["memory"] = write_atomic(out_dir / "memory.png",

@@ -24,12 +24,15 @@ from .document import (
     Paragraph,
     Table,
     Warnings,
+    absent,
     cell,
     code,
     inline,
+    section,
     strong,
 )
 from .memory_section import memory_blocks
+from .non_compute_section import collective_blocks, free_blocks
 from .provenance import provenance_blocks, ranks_text
 
 BREAKDOWN_ROWS = (("computing", "Computing"),
@@ -53,17 +56,9 @@ RUNG_NOTES = {
 }
 NO_SHAPES = inline(code("*"), ": no input shapes recorded (communication ops, Level0 exports "
                                 "and trace-only profiles carry none); the key is the type alone.")
+TASKS_NOTE = ("; it splits one HCCL plane. Where the collectives' time went, below, splits "
+              "them over every plane from the HCCL tasks")
 LINKS = ("hccs", "pcie", "sio", "rdma")  # SDMA is the sum of the on-node links: not repeated
-
-
-def section(title: str, anchor: str) -> Heading:
-    """A level-2 heading with its HTML anchor."""
-    return Heading(2, inline(title), anchor)
-
-
-def absent(title: str, text: str) -> Paragraph:
-    """One line in place of a section without data: what is absent and why."""
-    return Paragraph(inline(strong(f"{title}:"), f" {text}"), "absent")
 
 
 # --------------------------------------------------------------------------- findings, step
@@ -196,7 +191,9 @@ def _communication(report: Report) -> list[Block]:
             Paragraph(inline("Exposed = not hidden behind computation on the same rank. "
                              "Transit, wait (synchronization included) and idle come from "
                              "communication.json, where elapse = transit + wait + idle (– "
-                             "when a run has none)."))]
+                             "when a run has none)" + TASKS_NOTE * any(
+                                 c.parts_source == "hccl_tasks" for c in report.communication)
+                             + "."))]
 
 
 # --------------------------------------------------------------------------- operators
@@ -602,7 +599,8 @@ def report_blocks(report: Report, charts: Collection[str] = ()) -> list[Block]:
         Paragraph(inline(strong("Verdict:"), " ", report.headline), "verdict")]
     blocks += _side_warnings(report) + _prominent(report) + provenance_blocks(report)
     blocks += _findings(report)
-    blocks += _step(report, charts, notes) + _fusion(report) + _communication(report)
+    blocks += _step(report, charts, notes) + free_blocks(report, charts) + _fusion(report)
+    blocks += _communication(report) + collective_blocks(report)
     blocks += _operators(report, charts, notes) + _framework(report) + _groups(report)
     blocks += _ranks_section(report, charts) + _categories(report)
     blocks += _families(report, charts) + _memory(report, charts)

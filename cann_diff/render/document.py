@@ -186,3 +186,13 @@ class Footnotes:
         return [Heading(2, inline("Notes"), "notes"),
                 Notes(tuple(inline(f"{fmt.footnote_mark(i)} ", note)
                             for i, note in enumerate(self.notes, 1)))]
+
+
+def section(title: str, anchor: str) -> Heading:
+    """A level-2 heading with its HTML anchor."""
+    return Heading(2, inline(title), anchor)
+
+
+def absent(title: str, text: str) -> Paragraph:
+    """One line in place of a section without data: what is absent and why."""
+    return Paragraph(inline(strong(f"{title}:"), f" {text}"), "absent")

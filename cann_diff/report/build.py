@@ -9,8 +9,8 @@ baseline (it computes nothing they do not already hold), with the verdict across
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
-from typing import TypeVar
+from dataclasses import fields, replace
+from typing import Any, TypeVar
 
 import pandas as pd
 
@@ -27,6 +27,8 @@ from .model import (
     Candidate,
     CandidatesSummary,
     CategoryRow,
+    CollectiveLinkRow,
+    CommParts,
     CommTypeRow,
     ComparableRow,
     ComponentPeak,
@@ -40,10 +42,13 @@ from .model import (
     FrameworkOpRow,
     FrameworkRollupRow,
     FrameworkSummaryResult,
+    FreeResult,
     FusionRow,
     GroupRow,
+    HostFigures,
     Invocation,
     KernelShare,
+    LaneSegment,
     Memory,
     MemorySeries,
     ModuleMemoryChange,
@@ -56,6 +61,8 @@ from .model import (
     ReportSettings,
     ScreenedStep,
     Side,
+    SkewRow,
+    StepLanes,
     StepResult,
     Versions,
 )
@@ -219,6 +226,72 @@ def _memory(memory: MemoryComparison | None, analysis: Analysis) -> Memory | Non
     return memory_section(memory, grown, analysis.memory_headline)
 
 
+def _parts(row: CommTypeRow, frame_row: Mapping[str, Any]) -> CommTypeRow:
+    """``row`` with its split per source (tasks, communication.json) and algorithms."""
+    def number(name: str) -> float | None:
+        return clean(frame_row.get(name))
+
+    parts: dict[str, dict[str, CommParts]] = {}
+    for side in ("base", "new"):
+        if number(f"{side}_task_elapsed_us") is not None:
+            parts.setdefault("hccl_tasks", {})[side] = CommParts(
+                *(number(f"{side}_task_{f}_us") for f in ("elapsed", "transfer", "wait", "idle")),
+                number(f"{side}_task_link_busy_us"), number(f"{side}_task_link_mb"))
+        if number(f"{side}_wait_us") is not None:
+            parts.setdefault("communication.json", {})[side] = CommParts(
+                number(f"{side}_elapse_us"), number(f"{side}_transit_us"),
+                number(f"{side}_wait_us"), number(f"{side}_idle_us"), None,
+                number(f"{side}_transit_mb"))
+    return replace(row, parts=frozen(parts))
+
+
+def _communication(cmp: Comparison) -> tuple[CommTypeRow, ...]:
+    rows = rows_of(cmp.comm_types, CommTypeRow)
+    if not rows:
+        return rows
+    records = cmp.comm_types.to_dict("records")
+    return tuple(_parts(row, record) for row, record in zip(rows, records))
+
+
+def _figures(values: Mapping[str, float]) -> HostFigures:
+    return HostFigures(**{f.name: clean(values.get(f.name)) for f in fields(HostFigures)})
+
+
+def _free(cmp: Comparison) -> FreeResult | None:
+    host = cmp.host
+    if host is None:
+        return None
+    share = clean(host.host_bound_share)
+    t = cmp.thresholds
+    bound = share is not None and share >= t.host_bound_share
+    return FreeResult(_figures(host.base), _figures(host.new), share, bound,
+                      tuple(f"{s} {b} → {n}" for s, b, n in host.settings))
+
+
+def _lanes(cmp: Comparison) -> tuple[StepLanes, ...]:
+    """Both runs' median step of one rank (the lowest both have, else each its lowest)."""
+    both = sorted(set(cmp.base.step_lanes) & set(cmp.new.step_lanes))
+    out = []
+    for side, run in (("base", cmp.base), ("new", cmp.new)):
+        if not run.step_lanes:
+            continue
+        rank = both[0] if both else min(run.step_lanes)
+        frame = run.step_lanes[rank]
+        steps = frame["step"].dropna()
+        segments = tuple(LaneSegment(str(lane), float(a), float(b), str(label or ""))
+                         for lane, a, b, label in zip(frame["lane"], frame["start_us"],
+                                                      frame["end_us"], frame["label"]))
+        out.append(StepLanes(side, int(rank), int(steps.iloc[0]) if len(steps) else None,
+                             segments))
+    return tuple(out)
+
+
+def _non_compute(cmp: Comparison) -> dict:
+    return {"collective_links": rows_of(cmp.collective_links, CollectiveLinkRow),
+            "collectives_skew": rows_of(cmp.skew, SkewRow), "skew_note": cmp.skew_note,
+            "free": _free(cmp), "step_lanes": _lanes(cmp)}
+
+
 def build_report(cmp: Comparison, analysis: Analysis,
                  invocation: Invocation | None = None) -> Report:
     """The Report of a Comparison and its Analysis.
@@ -235,7 +308,7 @@ def build_report(cmp: Comparison, analysis: Analysis,
         base=_side(cmp.base, cmp.base_steps), new=_side(cmp.new, cmp.new_steps),
         step=_step(cmp), operators=rows_of(analysis.operators, OperatorRow),
         categories=rows_of(cmp.categories, CategoryRow),
-        communication=rows_of(cmp.comm_types, CommTypeRow),
+        communication=_communication(cmp),
         fusion=tuple(_fusion(g) for g in analysis.fusion),
         findings=tuple(_finding(f) for f in analysis.findings),
         notes=tuple(cmp.warnings), thresholds=ReportSettings(t.alpha, t.threshold_pct,
@@ -245,7 +318,7 @@ def build_report(cmp: Comparison, analysis: Analysis,
         compute=_compute(analysis), families=rows_of(cmp.families, FamilyRow),
         invocation=invocation, **_framework(cmp, analysis),
         comparability=tuple(ComparableRow(c.what, c.base, c.new, c.source)
-                            for c in cmp.comparability))
+                            for c in cmp.comparability), **_non_compute(cmp))
 
 
 # --------------------------------------------------------------------------- several candidates

@@ -265,6 +265,112 @@ class CommTypeRow:
     delta_exposed_us: float | None
     base_idle_us: float | None = None
     new_idle_us: float | None = None
+    # Where the split of elapsed time the verdict uses comes from: ``hccl_tasks`` (every
+    # plane) or ``communication.json`` (one plane); None when neither side has a split.
+    parts_source: str | None = None
+    parts: Mapping[str, Mapping[str, CommParts]] = field(default_factory=dict)
+    base_algorithm: str | None = None
+    new_algorithm: str | None = None
+
+
+@dataclass(frozen=True)
+class CommParts:
+    """One side's split of a type's elapsed time, µs per step and rank, from one source.
+
+    From ``hccl_tasks``: transfer is the union over planes of data-moving tasks, wait the
+    union of notify waits less transfer, idle no task on any plane; ``link_transfer_us``
+    sums each plane's transfers over a link (not within the chip) and ``link_mb`` their
+    size. From ``communication.json``: its transit, wait and idle (link figures None).
+    """
+
+    elapsed_us: float | None
+    transfer_us: float | None
+    wait_us: float | None
+    idle_us: float | None
+    link_transfer_us: float | None = None
+    link_mb: float | None = None
+
+
+@dataclass(frozen=True)
+class CollectiveLinkRow:
+    """One (communication type, link type): transfer µs and MB per step and rank, from tasks."""
+
+    comm_type: str
+    link_type: str
+    base_transfer_us: float | None
+    new_transfer_us: float | None
+    base_mb: float | None
+    new_mb: float | None
+
+
+@dataclass(frozen=True)
+class SkewRow:
+    """Arrival skew of one run's (type, group): instances matched across ranks, µs.
+
+    ``cost_us`` is the waiting all late arrivals cost, per step and rank; ``last_rank`` the
+    rank whose late arrivals cost most of it (``last_cost_us``), last in ``last_share`` of
+    the instances.
+    """
+
+    side: str
+    comm_type: str
+    group: str
+    instances: int
+    ranks: int
+    median_skew_us: float
+    max_skew_us: float
+    last_rank: int
+    last_share: float
+    cost_us: float
+    last_cost_us: float
+
+
+@dataclass(frozen=True)
+class HostFigures:
+    """One run's host and Free figures, µs per step and rank (means over its steps)."""
+
+    step_host_us: float | None
+    host_busy_us: float | None
+    dataloader_us: float | None
+    free_us: float | None
+    host_bound_us: float | None
+    free_other_us: float | None
+
+
+@dataclass(frozen=True)
+class FreeResult:
+    """Where Free went: host-bound (the device waiting for a launch) or not, both runs.
+
+    ``host_bound_share`` is Δ host-bound / Δ Free (None when Free did not grow);
+    ``settings`` the host-costly profiler settings that differ, as ``with_stack false →
+    true``; ``source`` the files the host side came from.
+    """
+
+    base: HostFigures
+    new: HostFigures
+    host_bound_share: float | None
+    host_bound: bool
+    settings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LaneSegment:
+    """One drawn interval of a step, µs from the step's start; ``label`` names large ones."""
+
+    lane: str
+    start_us: float
+    end_us: float
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class StepLanes:
+    """One run's median step of one rank, as lanes (for step_timeline.png)."""
+
+    side: str
+    rank: int
+    step: int | None
+    segments: tuple[LaneSegment, ...]
 
 
 @dataclass(frozen=True)
@@ -556,6 +662,13 @@ class Report:
     framework_rollup: tuple[FrameworkRollupRow, ...] | None = None
     framework_summary: FrameworkSummaryResult | None = None
     comparability: tuple[ComparableRow, ...] = ()
+    collective_links: tuple[CollectiveLinkRow, ...] = ()
+    collectives_skew: tuple[SkewRow, ...] = ()
+    skew_note: str = ""
+    free: FreeResult | None = None
+    # The median step of both runs for the timeline chart; not in report.json (it is a
+    # drawing's data, thousands of segments).
+    step_lanes: tuple[StepLanes, ...] = ()
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -564,7 +677,7 @@ class Report:
 
     def to_dict(self) -> dict:
         """report.json content."""
-        data = fields_json(self, leave_out=("notes", "top_n"))
+        data = fields_json(self, leave_out=("notes", "top_n", "step_lanes"))
         data["warnings"] = list(self.warnings)
         order = ("tool", "invocation", "headline", "comparability", "base", "new", "step",
                  "operators",

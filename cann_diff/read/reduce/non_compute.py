@@ -55,7 +55,9 @@ def non_compute(data: RankData, ops: pd.DataFrame) -> NonCompute:
     step ids keeps every collective, of step <NA>.
     """
     if data.tasks is None and data.host_spans is None and data.links is None:
-        return NOTHING
+        # Kernel rows alone still draw a step: compute, communication and Free lanes.
+        return NonCompute(step_lanes=step_lanes(ops, None, None, None)) if len(ops) \
+            else NOTHING
     stepped = bool(ops["step"].notna().any()) if len(ops) else False
     frames = collective_frames(data.tasks, _step_spans_ns(ops), stepped) \
         if data.tasks is not None else None

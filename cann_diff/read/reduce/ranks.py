@@ -366,12 +366,15 @@ def _stacked_sides(datas: list[RankData], ops: pd.DataFrame, slot: np.ndarray
                    ) -> list[NonCompute]:
     """Each stacked rank's non-compute frames, from its own rows of the stack.
 
-    Most small ranks have neither HCCL tasks nor a host side: only those that do are
-    reduced, one at a time, on their slice of the stack (in slot order).
+    Most small ranks have neither HCCL tasks nor a host side: only those that do, and the
+    stack's first rank (for its step lanes), are reduced, one at a time, on their slice of
+    the stack (in slot order).
     """
     bounds = _bounds(slot, len(datas))
+    # The first rank of a stack draws its step from its rows alone: the report pictures the
+    # lowest rank both runs hold, and lanes for every small rank would cost per rank.
     return [non_compute(data, ops.iloc[bounds[n]:bounds[n + 1]].reset_index(drop=True))
-            if data.tasks is not None or data.host_spans is not None else NOTHING
+            if data.tasks is not None or data.host_spans is not None or n == 0 else NOTHING
             for n, data in enumerate(datas)]
 
 
