@@ -39,7 +39,7 @@ LABELS = ("ba\nse<img src=x onerror=alert(7)>", "new\x1b[2J\n# fake $\\bad{x}$")
 # its charts, and <sub> for small print.
 OWN_HTML = {"<sub>", "</sub>"}
 OWN_IMAGES = {"step_breakdown.png", "step_waterfall.png", "top_movers.png", "families.png",
-              "rank_heatmap.png", "rank_steps.png", "memory_timeline.png"}
+              "rank_heatmap.png", "rank_steps.png", "memory_timeline.png", "step_timeline.png"}
 MD = MarkdownIt("commonmark").enable("table")
 
 

@@ -102,8 +102,6 @@ def test_real_durations_raise_no_such_note(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="findings/ (another engineer's) must act on the "
-                   "implausible-durations note: the headline still reports a kernel gain")
 def test_the_headline_claims_no_kernel_gain_for_an_all_zero_run(tmp_path):
     new = with_durations(tmp_path, lambda row: "0")
     out = tmp_path / "out"

@@ -500,7 +500,8 @@ def test_idle_growth_is_called_idle_with_its_numbers(tmp_path):
         assert (parts[part]["base"], parts[part]["new"]) == (pytest.approx(b), pytest.approx(n))
     assert ("Growth is mainly idle between tasks (+0.88 ms per step; transfer 0.24 ms → "
             "0.08 ms, waiting for a peer 0.12 ms → 0.10 ms, idle between tasks 0.04 ms → "
-            "0.92 ms), from the same operations (same count per step, transfer did not "
+            "0.92 ms; from communication.json), from the same operations (same count per "
+            "step, transfer did not "
             "grow)") in hidden.detail
 
 

@@ -41,6 +41,7 @@ HOST_SETTINGS = ("with_stack", "record_shapes", "profile_memory")
 def _task_units(run: Run) -> int:
     """(rank, step) units of the ranks that have tasks: the divisor of per-step figures."""
     c = run.collectives
+    assert c is not None  # called only for a run with tasks
     ranks = set(run.collectives_source) or set(c["rank"].unique())
     ops = run.summary.ops
     if len(ops):
@@ -100,8 +101,10 @@ def with_parts(table: pd.DataFrame, base: Run, new: Run) -> pd.DataFrame:
     json_ok = pd.Series(False, index=out.index)
     if "base_wait_us" in out and "new_wait_us" in out:
         json_ok = out["base_wait_us"].notna() & out["new_wait_us"].notna()
-    source = np.where(tasks, TASKS, np.where(json_ok, JSON, None))
-    out["parts_source"] = pd.Series(source, index=out.index, dtype=object)
+    source = pd.Series(None, index=out.index, dtype=object)
+    source[json_ok.to_numpy(bool)] = JSON
+    source[tasks.to_numpy(bool)] = TASKS
+    out["parts_source"] = source
     return out.reset_index()
 
 

@@ -235,7 +235,8 @@ def _parts(row: CommTypeRow, frame_row: Mapping[str, Any]) -> CommTypeRow:
     for side in ("base", "new"):
         if number(f"{side}_task_elapsed_us") is not None:
             parts.setdefault("hccl_tasks", {})[side] = CommParts(
-                *(number(f"{side}_task_{f}_us") for f in ("elapsed", "transfer", "wait", "idle")),
+                number(f"{side}_task_elapsed_us"), number(f"{side}_task_transfer_us"),
+                number(f"{side}_task_wait_us"), number(f"{side}_task_idle_us"),
                 number(f"{side}_task_link_busy_us"), number(f"{side}_task_link_mb"))
         if number(f"{side}_wait_us") is not None:
             parts.setdefault("communication.json", {})[side] = CommParts(
