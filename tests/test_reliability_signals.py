@@ -187,6 +187,26 @@ def test_side_workers_with_their_own_rank_workers_all_stop(started, clusters, si
     run.assert_nothing_left()
 
 
+def test_a_long_tmpdir_leaves_the_workers_a_socket(clusters, tmp_path):
+    """Side workers and their rank workers under a TMPDIR of 120 bytes and more.
+
+    A forkserver's socket lies in multiprocessing's directory below TMPDIR; past 107 bytes
+    its bind failed, exit 3 "internal error: OSError: AF_UNIX path too long" (TMPDIR of 77
+    bytes and more). Now that directory alone goes to /tmp; the workers' files stay below
+    TMPDIR, and are removed.
+    """
+    temp = tmp_path / ("t" * max(1, 120 - len(str(tmp_path))))
+    temp.mkdir()
+    run = Run(tmp_path, temp, SIDE_BY_SIDE, *clusters, "--jobs", "4")
+    try:
+        status, stderr, _ = run.finish(120)
+        assert status == 0, stderr
+        assert (run.out / "report.json").is_file()
+        run.assert_nothing_left()
+    finally:
+        run.kill()
+
+
 DASK_CLUSTER = """
 import pathlib, sys, time
 import cann_diff.read as ranks

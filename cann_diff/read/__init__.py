@@ -251,6 +251,8 @@ def read_all(reader: Reader, sources: list[RankSource], jobs: int,
     def flat(results: list[RankResult | list[RankResult]]) -> list[RankResult]:
         return [d for r in results for d in (r if isinstance(r, list) else [r])]
 
+    if scheduler:  # a Dask worker's working directory is not this process's
+        sources = [replace(s, path=s.path.absolute()) for s in sources]
     plan = plan_ranks(sources, jobs, scheduler, timeout_s)
     if isinstance(plan.executor, InOrder):
         return flat(reader(sources, progress))

@@ -130,10 +130,44 @@ def pool_context(preload: str = "cann_diff.read") -> Any:
     import multiprocessing
 
     if "forkserver" in multiprocessing.get_all_start_methods():
+        _short_socket_directory()
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload([preload])
         return context
     return multiprocessing.get_context("spawn")
+
+
+# The bytes an AF_UNIX socket's path may have (sun_path less its NUL, on Linux), and
+# what multiprocessing adds to its temporary directory for the forkserver's socket
+# ("/pymp-XXXXXXXX/listener-XXXXXXXX").
+SOCKET_PATH_MAX = 107
+SOCKET_NAME_BYTES = 32
+SHORT_TEMP_DIRS = ("/tmp", "/var/tmp")
+
+
+def _short_socket_directory() -> None:
+    """Have multiprocessing keep its sockets in /tmp when TMPDIR is too long for them.
+
+    The forkserver listens on a socket below multiprocessing's temporary directory, made
+    in ``tempfile.gettempdir()``: under a TMPDIR of more than ~75 bytes its bind fails
+    ("AF_UNIX path too long"). Only that directory moves (made once, removed at exit by
+    multiprocessing as usual); the workers' own temporary files stay under TMPDIR.
+    """
+    from multiprocessing import current_process, util
+
+    if "tempdir" in current_process()._config:  # type: ignore[attr-defined]  # made already
+        return
+    if len(os.fsencode(tempfile.gettempdir())) + SOCKET_NAME_BYTES <= SOCKET_PATH_MAX:
+        return
+    short = next((d for d in SHORT_TEMP_DIRS if os.access(d, os.W_OK | os.X_OK)), None)
+    if short is None:
+        return  # the bind names the problem
+    saved = tempfile.tempdir
+    tempfile.tempdir = short
+    try:
+        util.get_temp_dir()
+    finally:
+        tempfile.tempdir = saved
 
 
 @contextmanager
