@@ -63,7 +63,8 @@ from .reduce.summary import StackShare, combine, samples_per_rank, select
 
 __all__ = ["FORMATS", "KERNEL_LESS", "Format", "RankPlan", "RankSource", "StepRanges",
            "default_label", "find_rank_sources", "load_run", "read_all", "read_and_reduce",
-           "read_and_reduce_many", "read_memory", "select_steps"]
+           "read_and_reduce_many", "read_memory", "select_steps", "missing_steps",
+           "STEPS_MISSING"]
 
 
 def _rank_of(data: RankResult) -> int:
@@ -202,6 +203,53 @@ def _rank_list(ranks: list[int], limit: int = 12) -> str:
     return shown + (f" … ({len(ranks)} ranks)" if len(ranks) > limit else "")
 
 
+# The Note on a run that lacks some of the steps ``--steps`` asked for.
+STEPS_MISSING = "steps-missing"
+
+
+def _steps_text(spans: list[tuple[int | None, int | None]]) -> str:
+    """``[(1, 3), (5, 5), (9, None)]`` → ``1-3, 5, 9-``."""
+    return ", ".join(f"{low}" if low == high else f"{'' if low is None else low}-"
+                     f"{'' if high is None else high}" for low, high in spans)
+
+
+def _runs_of(steps: list[int]) -> list[tuple[int | None, int | None]]:
+    """Sorted distinct step ids as (first, last) runs of consecutive ids."""
+    runs: list[tuple[int | None, int | None]] = []
+    for step in steps:
+        if runs and runs[-1][1] == step - 1:
+            runs[-1] = (runs[-1][0], step)
+        else:
+            runs.append((step, step))
+    return runs
+
+
+def missing_steps(ranges: StepRanges, available: list[int]) -> Note | None:
+    """A note naming the steps of ``ranges`` this profile lacks; None when it has them all.
+
+    A closed range (``5-7``, ``9``) asks for each of its steps; an open one (``3-``) for any
+    step past its bound, so it lacks only when it holds none. ``available``: the profile's
+    step ids before the selection, sorted. e.g. ``--steps: step 9 is not in this profile
+    (it has steps 1-8)``.
+    """
+    lacking: list[tuple[int | None, int | None]] = []
+    for low, high in ranges:
+        inside = [s for s in available if (low is None or s >= low)
+                  and (high is None or s <= high)]
+        if low is None or high is None:
+            if not inside:
+                lacking.append((low, high))
+            continue
+        bounds = [low - 1, *inside, high + 1]  # the gaps between the steps it has
+        lacking += [(a + 1, b - 1) for a, b in zip(bounds, bounds[1:]) if b - a > 1]
+    if not lacking:
+        return None
+    several = len(lacking) > 1 or lacking[0][0] != lacking[0][1]
+    return Note(STEPS_MISSING, f"--steps: {'steps' if several else 'step'} "
+                               f"{_steps_text(lacking)} {'are' if several else 'is'} not in "
+                               f"this profile (it has steps {_steps_text(_runs_of(available))})")
+
+
 def select_steps(run: Run, ranges: StepRanges | None) -> Run:
     """Keep only steps inside ``ranges`` (inclusive, None = open end).
 
@@ -213,10 +261,11 @@ def select_steps(run: Run, ranges: StepRanges | None) -> Run:
     if not ranges or summary.ops["step"].isna().all():
         return run
     keep = in_ranges(summary.ops["step"], ranges)
+    available = sorted(int(s) for s in summary.ops["step"].dropna().unique())
     if not keep.any():
-        available = sorted(int(s) for s in summary.ops["step"].dropna().unique())
         raise InputError(run.meta.path, f"--steps selects no step of this profile "
                                         f"(it has steps {available})")
+    lacking = missing_steps(ranges, available)
 
     def chosen(frame: pd.DataFrame | None) -> pd.DataFrame | None:
         if frame is None or frame.empty:
@@ -229,8 +278,10 @@ def select_steps(run: Run, ranges: StepRanges | None) -> Run:
         memory = select_memory(memory, in_ranges(memory.step_spans["step"], ranges))
     lanes = {rank: frame for rank, frame in run.step_lanes.items()
              if len(frame) and in_ranges(frame["step"].iloc[:1], ranges).all()}
+    warnings = run.warnings if lacking is None else (*run.warnings, lacking)
     return replace(run, ops=chosen(run.ops), steps=chosen(run.steps), comm=chosen(run.comm),
                    summary=summary, memory=memory, framework=chosen(run.framework),
+                   warnings=warnings,
                    collectives=chosen(run.collectives),
                    collective_links=chosen(run.collective_links),
                    host_steps=chosen(run.host_steps), step_lanes=lanes)
@@ -373,6 +424,8 @@ def load_run(path: str | Path, label: str | None = None, *,
             d.steps is not None and len(d.steps) for d in datas):
         raise InputError(path, f"--steps selects no step of this profile "
                                f"(it has steps {available})")
+    lacking = missing_steps(steps, available) if steps and available else None
+    warnings += [lacking] if lacking is not None else []
     if summary.kernels == 0:
         what = " (a cluster summary)" if fmt.name == cluster_output.FORMAT else ""
         warnings.append(Note("no-kernels", f"no kernel rows{what}: operator comparison "
