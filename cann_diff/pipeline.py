@@ -51,7 +51,9 @@ def _longer_label(run, other, path: Path, other_path: Path, side: str) -> str:
 
     By the CANN version each recorded when those differ, else by the shortest path suffix
     that differs (``level1/rank0`` vs ``level2/rank0``; ``ASCEND_PROFILER_OUTPUT`` and the
-    profiler suffixes skipped), else by the side (a run compared with itself).
+    profiler suffixes skipped), else by the side after the label (a run compared with
+    itself: ``cann7.0.1.3 (base)`` and ``cann7.0.1.3 (new)``; the charts already put the
+    side before a label, so a side first read "base: base:cann7.0.1.3" there).
     """
     mine, theirs = run.meta.cann_version, other.meta.cann_version
     if mine and theirs and mine != theirs:
@@ -65,7 +67,7 @@ def _longer_label(run, other, path: Path, other_path: Path, side: str) -> str:
     for depth in range(1, len(own) + 1):
         if own[-depth:] != alien[-depth:]:
             return "/".join(own[-depth:])
-    return f"{side}:{run.label}"
+    return f"{run.label} ({side})"
 
 
 def _ranks_text(ranks: tuple[int, ...]) -> str:
@@ -244,7 +246,7 @@ def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
                in enumerate(zip(labels[1:], new_paths), 1)]]
     runs = read_sides(items, options, progress, rank_progress)
     # Runs named by default are told apart (a candidate given twice is reported twice, as
-    # new1:… and new2:…); names the caller gave are kept as given.
+    # "… (new1)" and "… (new2)"); names the caller gave are kept as given.
     paths = [base_path, *new_paths]
     sides = ["base", *(["new"] if len(new_paths) == 1
                        else [f"new{i}" for i in range(1, len(new_paths) + 1)])]
@@ -252,6 +254,9 @@ def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
     told = distinct_labels([runs[i] for i in defaulted], [paths[i] for i in defaulted],
                            [sides[i] for i in defaulted])
     for i, run in zip(defaulted, told):
+        # Among several candidates the summary marks the base "(base)" itself.
+        if i == 0 and len(new_paths) > 1 and run.label == f"{runs[0].label} (base)":
+            continue
         runs[i] = run
     base, news = runs[0], runs[1:]
     return [compare_runs(base, new, options, progress, invocation) for new in news]

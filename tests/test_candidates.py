@@ -132,12 +132,14 @@ def test_a_run_against_itself_is_told_apart_by_its_side(tmp_path, three):
                                        "--no-charts", "--no-html"])
     assert result.exit_code == 0, result.output
     report = json.loads((tmp_path / "one" / "report.json").read_text())
-    assert (report["base"]["label"], report["new"]["label"]) == ("base:cann7", "new:cann7")
+    assert (report["base"]["label"], report["new"]["label"]) == ("cann7 (base)", "cann7 (new)")
     result = CliRunner().invoke(main, [base, base, base, "-o", str(tmp_path / "two"), "-q",
                                        "--no-charts", "--no-html"])
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "two" / "report.json").read_text())
-    assert [c["label"] for c in summary["candidates"]] == ["new1:cann7", "new2:cann7"]
+    assert [c["label"] for c in summary["candidates"]] == ["cann7 (new1)", "cann7 (new2)"]
+    # the summary marks the base "(base)" itself: its label stays as it was
+    assert summary["base"]["label"] == "cann7"
 
 
 @pytest.mark.parametrize("args, message", [

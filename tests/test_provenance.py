@@ -139,7 +139,7 @@ def test_same_directory_names_with_recorded_versions_are_named_by_version(tmp_pa
 def test_a_run_compared_with_itself_is_told_apart_by_side(tmp_path):
     run_dir = write_profile(tmp_path, "run", SCHEDULE).path
     report = diff(run_dir, run_dir).report
-    assert (report.base.label, report.new.label) == ("base:run", "new:run")
+    assert (report.base.label, report.new.label) == ("run (base)", "run (new)")
 
 
 def test_given_labels_are_kept(tmp_path):
