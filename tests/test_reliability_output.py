@@ -201,9 +201,9 @@ def test_a_label_of_dots_is_a_safe_name():
     (["--labels", "b,a/b,a_b"], ["b_vs_a_b", "b_vs_a_b_2"], ["a/b", "a_b"]),
     (["--labels", "b,..,..."], ["b_vs_run", "b_vs_run_2"], ["..", "..."]),
     # one candidate given twice: compared twice, told apart by its place
-    (["--base-label", "x"], ["x_vs_cann8.0.RC2_new1_", "x_vs_cann8.0.RC2_new2_"],
+    (["--base-label", "x"], ["x_vs_cann8.0.RC2_new1", "x_vs_cann8.0.RC2_new2"],
      ["cann8.0.RC2 (new1)", "cann8.0.RC2 (new2)"]),
-    ([], ["cann7.0.1.3_vs_cann8.0.RC2_new1_", "cann7.0.1.3_vs_cann8.0.RC2_new2_"],
+    ([], ["cann7.0.1.3_vs_cann8.0.RC2_new1", "cann7.0.1.3_vs_cann8.0.RC2_new2"],
      ["cann8.0.RC2 (new1)", "cann8.0.RC2 (new2)"]),
 ], ids=["slash-and-underscore", "dots", "twice-with-base-label", "twice"])
 def test_every_candidate_gets_its_own_directory(tmp_path, args, directories, labels):

@@ -68,8 +68,11 @@ def check_output_dir(out_dir: Path, inputs: list[Path], create: bool = True) -> 
 
 
 def safe_name(label: str) -> str:
-    """A label as one path component: no separators, no leading dots."""
-    name = re.sub(r"[^A-Za-z0-9._+-]+", "_", label).lstrip(".")
+    """A label as one path component: no separators, no leading dots, no ``_`` at the ends.
+
+    ``cann8.0.RC2 (new1)`` gives ``cann8.0.RC2_new1``, not a name ending in ``_``.
+    """
+    name = re.sub(r"[^A-Za-z0-9._+-]+", "_", label).lstrip(".").strip("_")
     return name or "run"
 
 
