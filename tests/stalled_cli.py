@@ -22,28 +22,32 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's cann_diff
 
-import matplotlib.figure  # noqa: E402
-
 from cann_diff.cli import main  # noqa: E402
+from cann_diff.render import files  # noqa: E402
 
 READY = os.environ.get("STALL_READY")
 RELEASE = os.environ.get("STALL_RELEASE")
 REPLACE_S = float(os.environ.get("STALL_REPLACE_S", "0"))
 
-real_savefig = matplotlib.figure.Figure.savefig
+real_write_atomic = files.write_atomic
 real_replace = os.replace
 stalled = False
 
 
-def stalled_savefig(self, fname, *args, **kwargs):
-    global stalled
-    real_savefig(self, fname, *args, **kwargs)  # the temporary file now exists
-    if READY and not stalled:
-        stalled = True
-        Path(READY).touch()
-        deadline = time.monotonic() + 60
-        while not (RELEASE and Path(RELEASE).exists()) and time.monotonic() < deadline:
-            time.sleep(0.05)
+def stalled_write_atomic(path, write):
+    """``write_atomic``; the first chart stops once its temporary file is written."""
+
+    def write_then_stall(temp):
+        global stalled
+        write(temp)  # the temporary file now exists
+        if READY and not stalled and Path(path).suffix == ".png":
+            stalled = True
+            Path(READY).touch()
+            deadline = time.monotonic() + 60
+            while not (RELEASE and Path(RELEASE).exists()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+    return real_write_atomic(path, write_then_stall)
 
 
 def slow_replace(source, target, *args, **kwargs):
@@ -51,7 +55,7 @@ def slow_replace(source, target, *args, **kwargs):
     time.sleep(REPLACE_S)
 
 
-matplotlib.figure.Figure.savefig = stalled_savefig
+files.write_atomic = stalled_write_atomic
 os.replace = slow_replace
 # As in a terminal, even when the process that started the tests ignores SIGINT (a
 # background job does): Python then leaves SIGINT ignored in its children too.

@@ -9,10 +9,11 @@ pandas) is imported inside the functions: the CLI imports ``render.files`` at st
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .files import write_atomic, write_text_atomic
+from .files import write_atomic, write_bytes_atomic, write_text_atomic
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -33,27 +34,31 @@ def write_ranks_csv(report: Report, path: Path) -> Path:
 
 
 def write_report(report: Report, out_dir: Path, charts: bool = True,
-                 html: bool = True) -> list[Path]:
+                 html: bool = True, images: Mapping[str, bytes] | None = None) -> list[Path]:
     """Write every output of ``report`` into ``out_dir``; returns the paths written.
 
-    ``charts``: draw the PNGs (report.md links them, report.html carries them inline);
-    ``html``: write report.html as well.
+    ``charts``: the PNGs (report.md links them, report.html carries them inline), drawn
+    here unless ``images`` holds them already ({chart name: PNG bytes}, as
+    ``charts.chart_images`` gives them: drawn in a worker process); ``html``: write
+    report.html as well.
     """
     from .markdown import render_markdown
 
     out_dir = Path(out_dir)
-    drawn: dict[str, Path] = {}
-    if charts:
-        from .charts import draw_charts
+    if not charts:
+        images = {}
+    elif images is None:
+        from .charts import chart_images
 
-        drawn = draw_charts(report, out_dir)
+        images = chart_images(report)
+    drawn = {name: write_bytes_atomic(out_dir / f"{name}.png", data)
+             for name, data in images.items()}
     written = [*drawn.values(), write_ranks_csv(report, out_dir / "ranks.csv")]
     links = {name: path.name for name, path in drawn.items()}
     written.append(write_text_atomic(out_dir / "report.md", render_markdown(report, links)))
     if html:
         from .html import render_html
 
-        images = {name: path.read_bytes() for name, path in drawn.items()}
         written.append(write_text_atomic(out_dir / "report.html", render_html(report, images)))
     written.append(write_text_atomic(
         out_dir / "report.json",

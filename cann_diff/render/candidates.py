@@ -7,6 +7,7 @@ a pairwise report, so both files say the same and every name is escaped the same
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from .. import format as fmt
@@ -26,7 +27,7 @@ from .document import (
     report_link,
     strong,
 )
-from .files import write_text_atomic
+from .files import write_bytes_atomic, write_text_atomic
 
 CHART = "candidates_step"
 
@@ -143,25 +144,37 @@ def summary_blocks(summary: CandidatesSummary) -> list[Block]:
                       "footer")]
 
 
+def candidates_images(summary: CandidatesSummary) -> dict[str, bytes]:
+    """The summary's chart as PNG bytes: {``CHART``: bytes}."""
+    from .charts import candidates_figure, png_bytes
+
+    return {CHART: png_bytes(candidates_figure(summary))}
+
+
 def write_candidates_summary(summary: CandidatesSummary, out_dir: Path, charts: bool = True,
-                  html: bool = True) -> list[Path]:
-    """Write the summary's report.md, report.html, report.json and chart into ``out_dir``."""
+                             html: bool = True,
+                             images: Mapping[str, bytes] | None = None) -> list[Path]:
+    """Write the summary's report.md, report.html, report.json and chart into ``out_dir``.
+
+    ``images``: the chart already drawn (``charts.candidates_images``); None: drawn here.
+    """
     from .markdown import to_markdown
 
     out_dir = Path(out_dir)
-    written, drawn = [], {}
-    if charts:
-        from .charts import draw_candidates
-
-        drawn[CHART] = draw_candidates(summary, out_dir / f"{CHART}.png")
-        written.append(drawn[CHART])
+    written: list[Path] = []
+    if not charts:
+        images = {}
+    elif images is None:
+        images = candidates_images(summary)
+    drawn = {name: write_bytes_atomic(out_dir / f"{name}.png", data)
+             for name, data in images.items()}
+    written += drawn.values()
     blocks = summary_blocks(summary)
     written.append(write_text_atomic(out_dir / "report.md", to_markdown(
         blocks, {name: path.name for name, path in drawn.items()})))
     if html:
         from .html import to_html
 
-        images = {name: path.read_bytes() for name, path in drawn.items()}
         written.append(write_text_atomic(out_dir / "report.html", to_html(blocks, images)))
     written.append(write_text_atomic(
         out_dir / "report.json",

@@ -18,13 +18,16 @@ Charts a reviewer can trust at a glance:
 
 from __future__ import annotations
 
+import io
 import math
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.image  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
@@ -33,9 +36,9 @@ from matplotlib.ticker import StrMethodFormatter  # noqa: E402
 
 from .. import format as fmt  # noqa: E402
 from ..report.model import CandidatesSummary, Memory, OperatorRow, RankRow, Report  # noqa: E402
-from .files import write_atomic  # noqa: E402
+from .files import write_bytes_atomic  # noqa: E402
 from .memory_section import has_timeline  # noqa: E402
-from .timeline_chart import draw_step_timeline, has_lanes  # noqa: E402
+from .timeline_chart import has_lanes, step_timeline_figure  # noqa: E402
 
 DPI = 100
 SIZE = (9, 4.5)
@@ -64,13 +67,26 @@ MARKER_MAX_POINTS = 60
 NO_SHAPES = "* no input shapes recorded: the operator is keyed by its type alone"
 
 
-def _save(fig, path: Path) -> Path:
+def png_bytes(fig) -> bytes:
+    """The figure as PNG bytes, laid out and drawn in one pass; the figure is closed.
+
+    ``savefig`` draws a figure with a layout engine twice (once to lay it out, once to
+    paint it); ``canvas.draw`` lays out and paints in the same pass, and the pixels and
+    the file are the same. No "Software" metadata: the bytes stay the same across
+    matplotlib versions.
+    """
     try:
-        write_atomic(path, lambda temp: fig.savefig(temp, format="png", dpi=DPI,
-                                                     metadata={"Software": None}))
+        fig.canvas.draw()
+        out = io.BytesIO()
+        matplotlib.image.imsave(out, fig.canvas.buffer_rgba(), format="png", origin="upper",
+                                dpi=DPI, metadata={"Software": None})
+        return out.getvalue()
     finally:
         plt.close(fig)
-    return path
+
+
+def _save(fig, path: Path) -> Path:
+    return write_bytes_atomic(path, png_bytes(fig))
 
 
 LABEL_WIDTH = 34  # characters per line of a run's label in a legend
@@ -442,6 +458,7 @@ def draw_candidates(summary: CandidatesSummary, path: Path) -> Path:
     return _save(candidates_figure(summary), path)
 
 
+
 # --------------------------------------------------------------------------- memory
 
 
@@ -485,34 +502,54 @@ def draw_memory_chart(comparison: Memory, out_path: Path) -> Path:
     """Draw ``memory_figure`` into ``out_path`` (800 × 400 px); return ``out_path``."""
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    # No "Software" metadata: the PNG stays byte-identical across matplotlib versions.
-    memory_figure(comparison).savefig(out_path, format="png", dpi=DPI,
-                                      metadata={"Software": None})
+    out_path.write_bytes(png_bytes(memory_figure(comparison)))
     return out_path
 
 
 # --------------------------------------------------------------------------- all charts
 
 
-def draw_charts(report: Report, out_dir: Path) -> dict[str, Path]:
-    """Draw every chart that has data into ``out_dir``; returns {chart name: path}."""
+def _has_step(report: Report) -> bool:
+    return report.step.base_us is not None and report.step.new_us is not None
+
+
+def _has_memory_timeline(report: Report) -> bool:
+    return report.memory is not None and has_timeline(report.memory)
+
+
+def _memory_chart(report: Report) -> Figure:
+    assert report.memory is not None
+    return memory_figure(report.memory)
+
+
+# The charts of a report, in order, one line each: (name, drawn when, figure). The name is
+# the PNG's file name (``<name>.png``) and the key report.md and report.html link it by.
+CHARTS: tuple[tuple[str, Callable[[Report], bool], Callable[[Report], Any]], ...] = (
+    ("step_breakdown", _has_step, step_breakdown_figure),
+    ("step_waterfall", _has_step, waterfall_figure),
+    ("top_movers", lambda report: bool(movers(report)), top_movers_figure),
+    ("rank_heatmap", has_rank_change, rank_heatmap_figure),
+    ("rank_steps", lambda report: len(report.ranks) >= 2, rank_steps_figure),
+    ("families", lambda report: bool(report.families), families_figure),
+    ("step_timeline", has_lanes, step_timeline_figure),
+    ("memory", _has_memory_timeline, _memory_chart),
+)
+
+
+def chart_images(report: Report) -> dict[str, bytes]:
+    """Every chart of ``CHARTS`` that has data, as PNG bytes; {chart name: bytes}."""
+    return {name: png_bytes(figure(report)) for name, wanted, figure in CHARTS
+            if wanted(report)}
+
+
+def draw_charts(report: Report, out_dir: Path,
+                images: Mapping[str, bytes] | None = None) -> dict[str, Path]:
+    """Write every chart that has data into ``out_dir``; returns {chart name: path}.
+
+    ``images``: the charts already drawn (``chart_images``, in a worker process); None:
+    drawn here.
+    """
     out_dir = Path(out_dir)
-    charts = {}
-    if report.step.base_us is not None and report.step.new_us is not None:
-        charts["step_breakdown"] = draw_step_breakdown(report, out_dir / "step_breakdown.png")
-        charts["step_waterfall"] = draw_waterfall(report, out_dir / "step_waterfall.png")
-    if movers(report):
-        charts["top_movers"] = draw_top_movers(report, out_dir / "top_movers.png")
-    if has_rank_change(report):
-        charts["rank_heatmap"] = draw_rank_heatmap(report, out_dir / "rank_heatmap.png")
-    if len(report.ranks) >= 2:
-        charts["rank_steps"] = draw_rank_steps(report, out_dir / "rank_steps.png")
-    if report.families:
-        charts["families"] = draw_families(report, out_dir / "families.png")
-    if has_lanes(report):
-        charts["step_timeline"] = draw_step_timeline(report, out_dir / "step_timeline.png")
-    memory = report.memory
-    if memory is not None and has_timeline(memory):
-        charts["memory"] = write_atomic(out_dir / "memory.png",
-                                        lambda temp: draw_memory_chart(memory, temp))
-    return charts
+    images = chart_images(report) if images is None else images
+    return {name: write_bytes_atomic(out_dir / f"{name}.png", data)
+            for name, data in images.items()}

@@ -128,6 +128,11 @@ def write_text_atomic(path: Path, text: str) -> Path:
     return write_atomic(path, lambda temp: temp.write_text(text, encoding="utf-8"))
 
 
+def write_bytes_atomic(path: Path, data: bytes) -> Path:
+    """Write bytes atomically."""
+    return write_atomic(path, lambda temp: temp.write_bytes(data))
+
+
 @contextmanager
 def staged_report(out_dir: Path, wait_s: float | None = None,
                   on_wait: Callable[[], None] | None = None) -> Iterator[Path]:

@@ -12,7 +12,6 @@ event. 1,400 px wide; Okabe-Ito colours with a legend.
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -21,7 +20,6 @@ from matplotlib.patches import Patch
 
 from .. import format as fmt
 from ..report.model import LaneSegment, Report, StepLanes
-from .files import write_atomic
 
 DPI = 100
 WIDTH_IN = 14.0  # 1,400 px
@@ -138,13 +136,6 @@ def step_timeline_figure(report: Report) -> Figure:
     return fig
 
 
-def draw_step_timeline(report: Report, path: Path) -> Path:
-    """step_timeline.png; only when both runs have lanes (``has_lanes``)."""
-    fig = step_timeline_figure(report)
-    return write_atomic(Path(path), lambda temp: fig.savefig(
-        temp, format="png", dpi=DPI, metadata={"Software": None}))
-
-
 def has_lanes(report: Report) -> bool:
-    """Both runs hold a median step with lanes."""
+    """Both runs hold a median step with lanes (charts.CHARTS draws it then)."""
     return len(report.step_lanes) == 2 and all(side.segments for side in report.step_lanes)
