@@ -14,6 +14,7 @@ import functools
 import io
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -149,6 +150,14 @@ def read_csv_columns(path: Path, columns: dict[str, str],
 def read_csv_counted(path: Path, columns: dict[str, str],
                      dictionary: tuple[str, ...] = (),
                      numeric: tuple[str, ...] = ()) -> tuple[pd.DataFrame, int]:
+    """``read_table_counted`` as a pandas frame."""
+    table, skipped = read_table_counted(path, columns, dictionary, numeric)
+    return table.to_pandas(), skipped
+
+
+def read_table_counted(path: Path, columns: dict[str, str],
+                       dictionary: tuple[str, ...] = (),
+                       numeric: tuple[str, ...] = ()) -> tuple[pa.Table, int]:
     """Read only ``columns`` (canonical name -> header) with pyarrow; count skipped rows.
 
     Fields named in ``dictionary`` come back as pandas categoricals, those in ``numeric``
@@ -171,10 +180,10 @@ def read_csv_counted(path: Path, columns: dict[str, str],
     bad_rows = skipper.rows
     if bad_rows and _is_truncated(path, bad_rows[-1]):
         raise InputError(path, "truncated CSV: the last row is cut short")
-    # Named before the conversion: a pandas rename copied the frame (~0.3 ms a file). The
-    # count is returned, not kept in ``frame.attrs``: pandas deep-copies those into every
-    # column and frame derived from it.
-    return table.rename_columns(list(columns)).to_pandas(), len(bad_rows)
+    # Named in Arrow, before any conversion: a pandas rename copied the frame (~0.3 ms a
+    # file). The count is returned, not kept in ``frame.attrs``: pandas deep-copies those
+    # into every column and frame derived from it.
+    return table.rename_columns(list(columns)), len(bad_rows)
 
 
 class _RowSkipper:
@@ -206,6 +215,10 @@ sys.unraisablehook = _quiet_undecodable_rows
 # longer than a block is read again with a larger one.
 BLOCK_BYTES = 1 << 22
 MAX_BLOCK_BYTES = (1 << 31) - 1  # pyarrow keeps the block size in an int32
+# A file below this size is parsed on the calling thread: handing a few kB to pyarrow's
+# pool and waiting for it costs more than the parse, most of all when every core is busy
+# with other ranks' workers.
+SERIAL_PARSE_BYTES = 1 << 20
 
 
 def _read_table(path: Path, size: int, header: list[str], parse, convert,
@@ -217,7 +230,8 @@ def _read_table(path: Path, size: int, header: list[str], parse, convert,
     """
     block = BLOCK_BYTES
     while True:
-        read = pacsv.ReadOptions(block_size=block, column_names=header, skip_rows=1)
+        read = pacsv.ReadOptions(block_size=block, column_names=header, skip_rows=1,
+                                 use_threads=size > SERIAL_PARSE_BYTES)
         try:
             return pacsv.read_csv(path, read_options=read, parse_options=parse,
                                   convert_options=convert)
@@ -251,15 +265,36 @@ def _is_truncated(path: Path, last_bad_row: str) -> bool:
 MAX_WHOLE_US = np.iinfo(np.int64).max // 1000  # larger µs overflow int64 ns
 
 
-def parse_us_to_ns(values: pd.Series, path: Path, column: str) -> np.ndarray:
+class _LazySeries:
+    """An Arrow column that becomes a pandas Series once asked for a row or a method."""
+
+    def __init__(self, column: pa.ChunkedArray):
+        self._column = column
+
+    def series(self) -> pd.Series:
+        return self._column.to_pandas()
+
+    @property
+    def iloc(self):
+        return self.series().iloc
+
+
+def parse_us_to_ns(values: pd.Series | pa.ChunkedArray, path: Path, column: str) -> np.ndarray:
     r"""Parse µs timestamps written as text (``"1736413971558972.912\\t"``) into int64 ns.
 
     Text is split at the decimal point so that 16 integer digits plus 3 decimals
     survive, which a float64 would not hold. Scientific notation (``1.69512E+15``) is
     refused: a spreadsheet writes it when it re-saves the file, keeping 6 digits, so
     every start of a run collapses onto a few instants and every overlap is wrong.
+    ``values`` may be the Arrow column as read: it becomes a pandas Series only on the
+    slow path (a small table's conversion and back cost ~0.3 ms).
     """
-    trimmed = pc.utf8_trim_whitespace(pa.array(values, type=pa.string()))
+    if isinstance(values, pa.ChunkedArray):
+        arrow = values if values.type == pa.string() else values.cast(pa.string())
+        trimmed = pc.utf8_trim_whitespace(arrow)
+        values = _LazySeries(values)
+    else:
+        trimmed = pc.utf8_trim_whitespace(pa.array(values, type=pa.string()))
     scientific = pc.fill_null(pc.match_substring_regex(trimmed, "[eE]"), False)
     if pc.any(scientific).as_py():
         row = int(np.flatnonzero(scientific.to_numpy(zero_copy_only=False))[0])
@@ -275,6 +310,7 @@ def parse_us_to_ns(values: pd.Series, path: Path, column: str) -> np.ndarray:
             return parsed.to_numpy(zero_copy_only=False)
     except pa.ArrowException:
         pass  # odd precision or bad text: the slow path below parses or names the row
+    values = values.series() if isinstance(values, _LazySeries) else values
     text = values.astype("string").str.strip()
     valid = text.str.fullmatch(r"-?\d{1,16}(?:\.\d*)?").fillna(False).to_numpy(bool)
     if valid.all():
@@ -296,7 +332,10 @@ def integer_ids(values, path: Path, header: str) -> pd.arrays.IntegerArray:
     """Step or device ids as Int64: text that is no number is <NA>, a fraction refused."""
     if values is None:
         return None
-    numbers = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(np.float64)
+    if getattr(values, "dtype", None) == np.float64:  # parsed by Arrow already
+        numbers = np.asarray(values, dtype=np.float64)
+    else:
+        numbers = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(np.float64)
     missing = np.isnan(numbers)
     whole = missing | ((numbers == np.round(numbers)) & (np.abs(numbers) < 2.0 ** 53))
     if not whole.all():
@@ -304,9 +343,7 @@ def integer_ids(values, path: Path, header: str) -> pd.arrays.IntegerArray:
         raise SchemaError(path, f"{header} is not an integer "
                                 f"({brief(repr(pd.Series(values).iloc[row]), 40)})",
                           where=f"row {row + 2}")
-    out = pd.array(np.where(missing, 0, numbers).astype(np.int64), dtype="Int64")
-    out[missing] = pd.NA
-    return out
+    return pd.arrays.IntegerArray(np.where(missing, 0, numbers).astype(np.int64), missing)
 
 
 def _check_starts(frame: pd.DataFrame, path: Path, column: str) -> None:
@@ -337,18 +374,24 @@ def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
     # stacked with other ranks' (rank_reduce) only to be derived again.
     dictionary = DICTIONARY_FIELDS if require_file(path) > TEXT_TABLE_BYTES else ()
     try:
-        frame, skipped = read_csv_counted(path, picked, dictionary, numeric=("dur_us", "step"))
+        table, skipped = read_table_counted(path, picked, dictionary,
+                                            numeric=("dur_us", "step"))
     except InputError:  # a non-numeric value: read as text so the message names the row
-        frame, skipped = read_csv_counted(path, picked, dictionary)
-    if frame.empty:
+        table, skipped = read_table_counted(path, picked, dictionary)
+    if not table.num_rows:
         raise InputError(path, "no kernel rows (header only)")
     warnings = []
     if skipped:
         warnings.append(f"{path.name}: {skipped} malformed row(s) (wrong number of fields) "
                         "skipped")
-    frame["start_ns"] = parse_us_to_ns(frame.pop("start"), path, picked["start"])
+    # The starts are parsed from the Arrow column and left out of the conversion: a pandas
+    # pop of the column copied the frame's blocks (~0.3 ms a small file).
+    start_ns = parse_us_to_ns(table.column("start"), path, picked["start"])
+    frame = table.drop_columns(["start"]).to_pandas()
+    frame["start_ns"] = start_ns
     _check_starts(frame, path, picked["start"])
-    frame["dur_us"] = pd.to_numeric(frame["dur_us"], errors="coerce").astype("float64")
+    if frame["dur_us"].dtype != np.float64:  # read as text: numbers, else NaN
+        frame["dur_us"] = pd.to_numeric(frame["dur_us"], errors="coerce").astype("float64")
     if frame["dur_us"].isna().any():
         row = int(np.flatnonzero(frame["dur_us"].isna().to_numpy())[0])
         raise SchemaError(path, f"{picked['dur_us']} is not a number", where=f"row {row + 2}")
@@ -383,6 +426,29 @@ def _stage_figures(frame: pd.DataFrame) -> None:
             frame[field] = np.nan
 
 
+def _numeric_steps(table: pa.Table, path: Path, picked: dict[str, str]) -> pd.DataFrame:
+    """The step figures Arrow parsed, as ``_stage_figures`` and ``integer_ids`` make them.
+
+    Built as one frame from the columns: on a rank's few steps, a column set at a time
+    cost ~0.1 ms each.
+    """
+    rows = table.num_rows
+    columns: dict[str, Any] = {}
+    for field, column in zip(table.column_names, table.columns):
+        if field == "step":
+            # As text, so that a bad id is quoted as written (2**53 + 1 holds in no float).
+            columns[field] = integer_ids(column.to_pandas(), path, picked["step"])
+        elif field in STAGE_FIELDS:
+            columns[field] = column.to_numpy()
+        else:
+            columns[field] = column.to_pandas()
+    for field in STAGE_FIELDS:
+        columns.setdefault(field, np.full(rows, np.nan))
+    if "step" not in columns:
+        columns["step"] = pd.array([pd.NA] * rows, dtype="Int64")
+    return pd.DataFrame(columns)
+
+
 def read_step_trace(path: Path) -> pd.DataFrame | None:
     """Read step_trace_time.csv (9, 10 or 11 columns) into µs figures per step.
 
@@ -398,14 +464,16 @@ def read_step_trace(path: Path) -> pd.DataFrame | None:
     if missing:
         raise SchemaError(path, f"missing column(s) {', '.join(missing)}")
     try:  # Arrow parses the figures; a value that is no number is read again as text
-        frame = read_csv_columns(path, picked, numeric=STAGE_FIELDS)
+        table = read_table_counted(path, picked, numeric=STAGE_FIELDS)[0]
+        frame = _numeric_steps(table, path, picked)
     except InputError:
         frame = read_csv_columns(path, picked)
+        if not frame.empty:
+            _stage_figures(frame)
+            frame["step"] = integer_ids(frame["step"], path, picked["step"]) \
+                if "step" in frame else pd.array([pd.NA] * len(frame), dtype="Int64")
     if frame.empty:
         return None
-    _stage_figures(frame)
-    frame["step"] = integer_ids(frame["step"], path, picked["step"]) \
-        if "step" in frame else pd.array([pd.NA] * len(frame), dtype="Int64")
     if any(np.isnan(frame[field].to_numpy(np.float64)).any() for field in needed):
         raise SchemaError(path, "non-numeric step figures")
     check_step_figures(frame, path, {f: h for h, f in STEP_HEADERS.items()})
