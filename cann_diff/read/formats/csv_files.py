@@ -265,6 +265,22 @@ def _is_truncated(path: Path, last_bad_row: str) -> bool:
 MAX_WHOLE_US = np.iinfo(np.int64).max // 1000  # larger µs overflow int64 ns
 
 
+def _has_letter_e(column: pa.ChunkedArray) -> bool:
+    """Whether the string data of ``column`` holds an ``e`` or ``E`` byte anywhere.
+
+    A chunk's data buffer may hold bytes beyond its rows (a slice): then this says yes
+    more often than the rows would, never less.
+    """
+    for chunk in column.chunks:
+        data = chunk.buffers()[2] if chunk.type == pa.string() else None
+        if data is None:
+            continue
+        raw = data.to_pybytes()
+        if b"e" in raw or b"E" in raw:
+            return True
+    return False
+
+
 class _LazySeries:
     """An Arrow column that becomes a pandas Series once asked for a row or a method."""
 
@@ -291,12 +307,15 @@ def parse_us_to_ns(values: pd.Series | pa.ChunkedArray, path: Path, column: str)
     """
     if isinstance(values, pa.ChunkedArray):
         arrow = values if values.type == pa.string() else values.cast(pa.string())
-        trimmed = pc.utf8_trim_whitespace(arrow)
         values = _LazySeries(values)
     else:
-        trimmed = pc.utf8_trim_whitespace(pa.array(values, type=pa.string()))
-    scientific = pc.fill_null(pc.match_substring_regex(trimmed, "[eE]"), False)
-    if pc.any(scientific).as_py():
+        arrow = pa.chunked_array([pa.array(values, type=pa.string())])
+    trimmed = pc.utf8_trim_whitespace(arrow)
+    # Rows are searched for an exponent only when the column's bytes hold an e at all: the
+    # search of a million rows cost a fifth of the table's read.
+    scientific = pc.fill_null(pc.match_substring_regex(trimmed, "[eE]"), False) \
+        if _has_letter_e(arrow) else None
+    if scientific is not None and pc.any(scientific).as_py():
         row = int(np.flatnonzero(scientific.to_numpy(zero_copy_only=False))[0])
         raise InputError(path, f"{column} is in scientific notation "
                                f"({brief(repr(values.iloc[row]), 40)} at row {row + 2}): the "
