@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import traceback
+from concurrent.futures import BrokenExecutor
 from pathlib import Path
 
 import click
@@ -39,6 +40,9 @@ from .render.files import check_output_dir, safe_name, staged_report, unique_nam
 from .settings import Thresholds
 
 DEBUG_VARIABLE = "CANN_DIFF_DEBUG"
+# A signal sent to the whole process group can stop a worker before this process runs its
+# own handler: the pool then breaks first. This long, the parent's own signal may still come.
+SIGNAL_GRACE_S = 0.5
 
 
 def _finite(value: str, option: str, what: str, number_text: str | None = None) -> float:
@@ -193,7 +197,11 @@ class Command(click.Command):
         if threading.current_thread() is threading.main_thread():
             previous = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            except BrokenExecutor:
+                time.sleep(SIGNAL_GRACE_S)  # the group's SIGTERM / SIGINT raises here
+                raise
         except CannDiffError as exc:
             click.echo(f"cann-diff: error: {fmt.visible(str(exc))}", err=True)
             sys.exit(exc.exit_code)
