@@ -22,9 +22,11 @@ import pandas as pd
 import pytest
 from conftest import REALDATA, needs_realdata
 
+from cann_diff.errors import InputError
 from cann_diff.read import load_run
-from cann_diff.read.formats import torch_text
-from cann_diff.read.formats.host_links import read_trace_side
+from cann_diff.read.formats import hccl_tasks, host_links, torch_text, trace_events, trace_select
+from cann_diff.read.formats.host_links import LinkScan, read_trace_side
+from cann_diff.read.formats.trace_events import scan_trace
 from cann_diff.read.reduce import ranks as rank_reduce
 from cann_diff.read.reduce.collectives import collective_frames
 from cann_diff.schema import COLLECTIVE_COLUMNS, COLLECTIVE_LINK_COLUMNS
@@ -378,6 +380,109 @@ def test_tasks_outside_every_op_are_left_out(tmp_path):
     side = read_trace_side(tmp_path / "run" / "rank0_ascend_pt" / OUT / "trace_view.json")
     frames = collective_frames(side.tasks, None, False)
     _check(frames.collectives.iloc[0].to_dict(), EIGHT_PLANES)
+
+
+# ---------------------------------------------------------------- task events as bytes
+
+# Beside a kernel_details.csv the task events msprof writes are taken from their bytes
+# (hccl_tasks.plain_task_columns); any other form of a task event is parsed. Each variant
+# below sits among plain events; the full ijson stream of the trace is the reference.
+PLAIN = json.dumps(task(2, "Memcpy", OP_START + 10, OP_START + 2_010, 2_064_384, "HCCS"))
+TASK_VARIANTS = {
+    "plain": PLAIN,
+    "an escape": PLAIN.replace('"name": "Memcpy"', r'"name": "Mem\/cpy"'),
+    # parsed as a wanted event (a \u escape may spell any string): never offered as bytes
+    "a u escape": PLAIN.replace('"name": "Memcpy"', r'"name": "Mem\u0063py"'),
+    "no blanks": json.dumps(json.loads(PLAIN), separators=(",", ":")),
+    "blank before a colon": PLAIN.replace('"pid":', '"pid" :'),
+    "no task type": PLAIN.replace('"task type": "Memcpy", ', ""),
+    "numeric link type": PLAIN.replace('"link type": "HCCS"', '"link type": 1'),
+    "size as text": PLAIN.replace('"size(Byte)": 2064384', '"size(Byte)": "2064384"'),
+    "size last": PLAIN.replace('"size(Byte)": 2064384, ', "").replace(
+        '"model id": 4294967295}', '"model id": 4294967295, "size(Byte)": 7}'),
+    "link type last": PLAIN.replace('"link type": "HCCS", ', "").replace(
+        '"model id": 4294967295}', '"model id": 4294967295, "link type": "SIO"}'),
+    "exponents": PLAIN.replace('"dur": 2.0', '"dur": 2.5e-05').replace(
+        '"bandwidth(GB/s)": 0.0', '"bandwidth(GB/s)": 1E+99'),
+    "a 20-digit number": PLAIN.replace("4294967295", "18446744073709551615"),
+    "a negative pid": PLAIN.replace(f'"pid": {HCCL}', '"pid": -3'),
+    "text pid": PLAIN.replace(f'"pid": {HCCL}', f'"pid": "{HCCL}"'),
+    "numeric ts": PLAIN.replace(f'"ts": "{us(OP_START + 10)}"', f'"ts": {us(OP_START + 10)}'),
+    "non-ASCII": PLAIN.replace('"data type": "INVALID_TYPE"', '"data type": "类型"'),
+    "link type twice": PLAIN.replace('"link type": "HCCS"',
+                                     '"link type": "HCCS", "link type": "ROCE"'),
+    "size twice": PLAIN.replace('"model id": 4294967295}',
+                                '"model id": 4294967295, "size(Byte)": 3}'),
+    "a key spelled as a value": PLAIN.replace('"data type": "INVALID_TYPE"',
+                                              '"data type": "link type"'),
+    "a category": PLAIN.replace('"ph": "X"}', '"ph": "X", "cat": "hccl"}'),
+    "ph B": PLAIN.replace('"ph": "X"', '"ph": "B"'),
+    "an hcom name": PLAIN.replace('"name": "Memcpy"', '"name": "hcom_memcpy_"'),
+    "empty name": PLAIN.replace('"name": "Memcpy"', '"name": ""'),
+}
+
+# The variants whose batches are all taken from their bytes.
+PLAIN_VARIANTS = ("plain", "a u escape", "exponents", "size last", "link type last", "empty name",
+                  "a negative pid", "a key spelled as a value")
+
+
+def _bytes_trace(path: Path, variant: str) -> Path:
+    """Plain task events on plane 1 around one event of ``variant`` on plane 2."""
+    plain = [json.dumps(task(1, kind, _ns(2 * i), _ns(2 * i + 1), 4 * i, "HCCS"))
+             for i, kind in enumerate(["Notify_Record", "Memcpy", "Notify_Wait"] * 4)]
+    lines = [*map(json.dumps, [*metadata(), step(1, T0, T0 + 110 * MS),
+                               hcom("hcom_allReduce__586_0_1", OP_START,
+                                    OP_START + 100 * MS)]),
+             *plain[:6], TASK_VARIANTS[variant], *plain[6:]]
+    path.write_text("[\n" + ",\n".join(lines) + "\n]\n", encoding="utf-8")
+    return path
+
+
+def _in_order(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values(list(frame.columns), kind="stable").reset_index(drop=True)
+
+
+def _full_stream_tasks(trace: Path):
+    return scan_trace(trace, LinkScan(trace, kernels=False)).collective_tasks()
+
+
+@pytest.mark.parametrize("block", [97, 1 << 20])
+@pytest.mark.parametrize("variant", sorted(TASK_VARIANTS))
+def test_task_events_from_their_bytes_are_the_parsed_ones(tmp_path, monkeypatch, variant,
+                                                          block):
+    monkeypatch.setattr(trace_select, "SCAN_BLOCK", block)
+    monkeypatch.setattr(trace_events, "CHUNK", block)
+    trace = _bytes_trace(tmp_path / "trace_view.json", variant)
+    taken = []
+
+    def spy(*args):
+        columns = hccl_tasks.plain_task_columns(*args)
+        taken.append(columns is not None)
+        return columns
+
+    monkeypatch.setattr(host_links, "plain_task_columns", spy)
+    got, expected = read_trace_side(trace).tasks, _full_stream_tasks(trace)
+    pd.testing.assert_frame_equal(got.ops, expected.ops)
+    # in file order, but for the events of one block parsed for other reasons (a \\u)
+    pd.testing.assert_frame_equal(_in_order(got.tasks), _in_order(expected.tasks),
+                                  check_categorical=variant != "a u escape")
+    if variant in PLAIN_VARIANTS:
+        assert all(taken)
+    else:  # in small blocks the plain events around it still are
+        assert any(taken) == (block < len(PLAIN)) and not all(taken)
+
+
+def test_a_plain_looking_event_that_is_not_json_is_refused_alike(tmp_path):
+    """``"pid": 010`` is no JSON number: the full stream says so, as it did before."""
+    broken = PLAIN.replace(f'"pid": {HCCL}', '"pid": 010')
+    trace = tmp_path / "trace_view.json"
+    trace.write_text("[\n" + ",\n".join([*map(json.dumps, metadata()), PLAIN, broken])
+                     + "\n]\n")
+    with pytest.raises(InputError) as full:
+        _full_stream_tasks(trace)
+    with pytest.raises(InputError) as ours:
+        read_trace_side(trace)
+    assert str(ours.value) == str(full.value)
 
 
 # ---------------------------------------------------------------- real data

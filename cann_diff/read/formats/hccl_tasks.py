@@ -120,6 +120,92 @@ def _plane_groups(threads: dict, pids: set) -> tuple[dict, dict]:
     return planes, groups
 
 
+# A task event as msprof writes it, one to a line: the fields in this order, a single
+# blank after each ``:`` and ``,``, strings of printable ASCII without escapes, integers
+# of at most 18 digits, floats without a huge exponent. An event of this form is valid
+# JSON whose values any parser reads alike; its fields are taken from its bytes
+# (``plain_task_columns``). Any other form is parsed (trace_select.py).
+_STRING = r'"[ !#-\[\]-~]*"'
+_INT = r"-?(?:0|[1-9][0-9]{0,17})"
+_NUMBER = _INT + r"(?:\.[0-9]+)?(?:[eE][-+]?[0-9]{1,2})?"
+_PAIR = f"{_STRING}: (?:{_STRING}|{_NUMBER})"
+PLAIN_TASK = (rf'^\{{"name": {_STRING}, "pid": {_INT}, "tid": {_INT}, "ts": {_STRING}, '
+              rf'"dur": {_NUMBER}, "args": \{{{_PAIR}(?:, {_PAIR})*\}}, "ph": "X"\}}$')
+# The args taken, with whether the value is text: each exactly once in a plain event.
+PLAIN_ARGS = {"type": ("task type", True), "size": ("size(Byte)", False),
+              "link": (TASK_KEY, True), "transport": ("transport type", True)}
+_COLON, _CLOSE = ord(":"), ord("}")
+
+
+def plain_task_columns(region: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                       quotes: np.ndarray) -> dict | None:
+    """The fields of task events read from their bytes, when every one is plain; else None.
+
+    ``region`` holds the events at ``starts``/``ends`` (ascending); ``quotes`` are the
+    positions of its real quotes. Plain: each event is of the PLAIN_TASK form, its name
+    is not an op-level one (``hcom_*``) and it holds each of PLAIN_ARGS once, text as
+    text and the size as a number. Returns the columns a batch of parsed plain events
+    gives (``pid``, ``tid`` int64; ``ts``, ``name``, ``type``, ``link``, ``transport``
+    Arrow text; ``dur``, ``size`` float64): the same values, with no object per event.
+    The columns hold no view of ``region``.
+    """
+    data = pa.py_buffer(region)
+    if not pc.all(pc.match_substring_regex(_slices(data, starts, ends), PLAIN_TASK)).as_py():
+        return None
+    opening, closing = quotes[0::2], quotes[1::2]
+    # The strings of a plain event: "name", its name, "pid", "tid", "ts", its ts, "dur",
+    # "args", then those of the args.
+    first = np.searchsorted(opening, starts)
+
+    def value(key: int) -> tuple[np.ndarray, np.ndarray]:  # after a key: ``: <value>, "``
+        return closing[first + key] + 3, opening[first + key + 1] - 2
+
+    name = _slices(data, opening[first + 1] + 1, closing[first + 1])
+    if pc.any(pc.starts_with(name, "hcom_")).as_py():
+        return None
+    columns = {"pid": _slices(data, *value(2)), "tid": _slices(data, *value(3)),
+               "ts": _slices(data, opening[first + 5] + 1, closing[first + 5]),
+               "dur": _slices(data, *value(6)), "name": name}
+    # the keys of the events: strings followed by ``:``, in ascending order
+    keys = np.flatnonzero(region[closing + 1] == _COLON)
+    event = np.searchsorted(starts, opening[keys], "right") - 1
+    inside = (event >= 0) & (opening[keys] < ends[np.maximum(event, 0)])
+    keys, event, length = keys[inside], event[inside], (closing - opening - 1)[keys[inside]]
+    for column, (key, text) in PLAIN_ARGS.items():
+        found = np.flatnonzero(length == len(key))
+        for offset, byte in enumerate(key.encode(), start=1):
+            found = found[region[opening[keys[found]] + offset] == byte]
+        if not np.array_equal(event[found], np.arange(len(starts))):
+            return None  # not exactly one such key in each event
+        at = keys[found]
+        begin = closing[at] + 3
+        is_text = opening[at + 1] == begin
+        if not (is_text.all() if text else not is_text.any()):
+            return None
+        end = opening[at + 1] - 2
+        if text:
+            columns[column] = _slices(data, begin + 1, closing[at + 1])
+        else:  # ``, "`` follows, or ``}, "ph"`` after the last of the args
+            columns[column] = _slices(data, begin, end - (region[end - 1] == _CLOSE))
+    for column in ("pid", "tid"):
+        columns[column] = pc.cast(columns[column], pa.int64()).to_numpy()
+    for column in ("dur", "size"):
+        columns[column] = pc.cast(columns[column], pa.float64()).to_numpy()
+    return columns
+
+
+def _slices(data: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """The text of ``data`` from each start to its end (ascending, apart), as a copy."""
+    if not len(starts):
+        return pa.array([], pa.string())
+    offsets = np.empty(2 * len(starts), np.int64)
+    offsets[0::2], offsets[1::2] = starts, ends
+    # every other item: the text between one slice and the next is an item too
+    spans = pa.Array.from_buffers(pa.large_string(), len(offsets) - 1,
+                                  [None, pa.py_buffer(offsets), data])
+    return spans.take(pa.array(np.arange(0, len(offsets), 2))).cast(pa.string())
+
+
 Chunks = list  # a column as pieces: Python lists, numpy or Arrow arrays
 
 

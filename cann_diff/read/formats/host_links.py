@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from ...errors import SchemaError
 from ...vocab.memo import normalize_distinct
 from ...vocab.names import comm_types
-from .hccl_tasks import TASK_KEY, CollectiveTasks, trace_tasks
+from .hccl_tasks import TASK_KEY, CollectiveTasks, plain_task_columns, trace_tasks
 from .trace_events import DEVICE_PROCESSES, STEP_PREFIX, TraceScan, _key, scan_trace, ts_to_ns
 from .trace_select import NotVouched, select_events
 
@@ -131,16 +131,8 @@ class LinkScan(TraceScan):
     hop_dur: list = field(default_factory=list)
     hop_name: list = field(default_factory=list)
     hop_alg: list = field(default_factory=list)
-    task_pid: list = field(default_factory=list)  # HCCL task events (args TASK_KEY)
-    task_tid: list = field(default_factory=list)
-    task_ts: list = field(default_factory=list)
-    task_dur: list = field(default_factory=list)
-    task_name: list = field(default_factory=list)
-    task_type_arg: list = field(default_factory=list)
-    task_size: list = field(default_factory=list)
-    task_link: list = field(default_factory=list)
-    task_transport: list = field(default_factory=list)
-    task_chunks: list = field(default_factory=list)  # batches of task columns, as arrays
+    # HCCL task events (args TASK_KEY): batches of columns (lists or arrays), in order
+    task_chunks: list = field(default_factory=list)
     task_inexact: bool = False  # a batch kept a float among ts / pid / tid
     thread_codes: _ThreadCodes = field(default_factory=lambda: _ThreadCodes())
 
@@ -162,6 +154,17 @@ class LinkScan(TraceScan):
             self.consume([e for e in events if id(e) not in chosen])
         if self.tasks:
             self._keep_tasks(tasks)
+
+    def take_task_bytes(self, region: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                        quotes: np.ndarray) -> bool:
+        """Keep routed task events from their bytes when all are plain (``plain_task_columns``).
+
+        False leaves them to be parsed for ``consume_tasks``.
+        """
+        columns = plain_task_columns(region, starts, ends, quotes) if self.tasks else None
+        if columns is not None:
+            self.task_chunks.append(columns)
+        return columns is not None
 
     def consume(self, events) -> None:
         """Keep the host side of ``events``; the device side too when ``kernels``."""
@@ -265,16 +268,17 @@ class LinkScan(TraceScan):
         events = [e for e in events if e.get("ph") == "X" and e.get("ts") is not None]
         if not events:
             return
-        self.task_pid += [e.get("pid") for e in events]
-        self.task_tid += [e.get("tid") for e in events]
-        self.task_ts += [e["ts"] for e in events]
-        self.task_dur += [e.get("dur") for e in events]
-        self.task_name += [e.get("name") for e in events]
         args = [e["args"] for e in events]
-        self.task_type_arg += [a.get("task type") for a in args]
-        self.task_size += [a.get("size(Byte)") for a in args]
-        self.task_link += [a[TASK_KEY] for a in args]
-        self.task_transport += [a.get("transport type") for a in args]
+        chunk = {"pid": [e.get("pid") for e in events], "tid": [e.get("tid") for e in events],
+                 "ts": [e["ts"] for e in events], "dur": [e.get("dur") for e in events],
+                 "name": [e.get("name") for e in events],
+                 "type": [a.get("task type") for a in args],
+                 "size": [a.get("size(Byte)") for a in args],
+                 "link": [a[TASK_KEY] for a in args],
+                 "transport": [a.get("transport type") for a in args]}
+        self.task_inexact |= any(float in set(map(type, chunk[column]))
+                                 for column in ("pid", "tid", "ts"))
+        self.task_chunks.append(chunk)
 
     def _keep_span(self, event: dict, ts) -> None:
         self.span_pid.append(event.get("pid"))
@@ -372,8 +376,7 @@ class LinkScan(TraceScan):
         exact = (self.op_ts, self.mod_ts, self.start_ts, self.end_ts, self.start_id,
                  self.end_id, self.op_pid, self.op_tid, self.mod_pid, self.mod_tid,
                  self.start_pid, self.start_tid, self.span_ts, self.span_pid, self.span_tid,
-                 self.hop_ts, self.hop_pid, self.hop_tid, self.task_ts, self.task_pid,
-                 self.task_tid)
+                 self.hop_ts, self.hop_pid, self.hop_tid)
         return not self.task_inexact and \
             all(float not in set(map(type, values)) for values in exact) and \
             set(map(type, self.op_dims)) <= {str, type(None)}
@@ -401,16 +404,12 @@ class LinkScan(TraceScan):
 
     def collective_tasks(self) -> CollectiveTasks | None:
         """The HCCL op-level and plane task events kept (``hccl_tasks.trace_tasks``)."""
-        if not self.task_ts and not self.task_chunks:
+        if not self.task_chunks:
             return None
         ops = {"pid": self.hop_pid, "tid": self.hop_tid, "ts": self.hop_ts,
                "dur": self.hop_dur, "name": self.hop_name, "algorithm": self.hop_alg}
-        parsed = {"pid": self.task_pid, "tid": self.task_tid, "ts": self.task_ts,
-                  "dur": self.task_dur, "name": self.task_name, "type": self.task_type_arg,
-                  "size": self.task_size, "link": self.task_link,
-                  "transport": self.task_transport}
-        tasks = {column: [values, *(chunk[column] for chunk in self.task_chunks)]
-                 for column, values in parsed.items()}
+        tasks = {column: [chunk[column] for chunk in self.task_chunks]
+                 for column in self.task_chunks[0]}
         return trace_tasks(self.path, self.processes, self.threads, ops, tasks,
                            lambda values: _ns(values, self.path))
 
@@ -545,7 +544,7 @@ def read_trace_side(trace: Path, tasks: bool = True) -> HostSide:
     scan = LinkScan(trace, kernels=False, tasks=tasks)
     try:
         select_events(trace, WANTED_WITH_TASKS if tasks else WANTED, scan.consume,
-                      (TASK_KEY, scan.consume_tasks) if tasks else None)
+                      (TASK_KEY, scan.consume_tasks, scan.take_task_bytes) if tasks else None)
         vouched = scan.parsed_alike()
     except NotVouched:
         vouched = False

@@ -14,7 +14,9 @@ the full parse would have given it, built alike.
 
 Events holding the ``routed`` key and no other wanted string (the HCCL task events, more
 than any other kind in a Level1 trace) go to a consumer of their own, which takes their
-few fields a batch at a time, past the per-event walk the other events get.
+few fields a batch at a time, past the per-event walk the other events get. It may be
+offered their bytes first (a ``take`` hook): a batch it takes from the bytes is never
+parsed; it vouches for their syntax itself.
 
 What this pass cannot vouch for, it leaves to the full parse (the caller runs it): an
 object-form trace (``{"traceEvents": …}``), nesting past the depth limit, an unclosed
@@ -132,7 +134,10 @@ def _parse(items: list) -> list:
         raise NotVouched(f"an event the parser refuses: {exc}") from None
 
 
-Routed = tuple[str, Callable[[list], None]]
+Consumer = Callable[[list], None]
+# (region, item starts, item ends, quotes): True when the batch is taken as bytes.
+Take = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], bool]
+Routed = tuple[str, Consumer] | tuple[str, Consumer, Take]
 
 
 def select_events(path: Path, wanted: Iterable[str], consume: Callable[[list], None],
@@ -140,7 +145,11 @@ def select_events(path: Path, wanted: Iterable[str], consume: Callable[[list], N
     """Hand ``consume`` every top-level event holding a string in ``wanted`` (and a few more).
 
     With ``routed`` (key, consumer), an event holding the key and no string of ``wanted``
-    goes to that consumer instead, parsed alike. Raises NotVouched when only the full
+    goes to that consumer instead, parsed alike. With (key, consumer, take), ``take`` is
+    offered each batch of them first: the region of the buffer that holds them (uint8),
+    their starts and ends in it (ascending) and the positions of the region's real quotes;
+    when it returns True the batch is its own (it must keep no view of the region), else
+    the batch is parsed for the consumer. Raises NotVouched when only the full
     parse can answer for the file; the consumers may have seen events by then. Errors
     opening the file are the full parse's own (InputError); reading errors past the start
     become NotVouched, so that the full parse reports them in its words.
@@ -190,8 +199,11 @@ def _stream(handle, block: bytes, spans: _Spans, values: list[np.ndarray],
             items = _items(item_starts, item_ends, hits)
             aside = _aside(_items(item_starts, item_ends, routed_hits, ordered=True), items,
                            count) if route else items[:0]
-            del region  # the buffer is resized below
             _hand_over(buffer, item_starts, item_ends, items, consume)
+            if len(aside) and len(routed) > 2 and \
+                    routed[2](region, item_starts[aside], item_ends[aside], local):
+                aside = aside[:0]
+            del region  # the buffer is resized below
             if routed is not None:
                 _hand_over(buffer, item_starts, item_ends, aside, routed[1])
             del buffer[:cut - base]
