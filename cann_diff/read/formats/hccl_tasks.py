@@ -150,39 +150,39 @@ def plain_task_columns(region: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     The columns hold no view of ``region``.
     """
     data = pa.py_buffer(region)
-    if not pc.all(pc.match_substring_regex(_slices(data, starts, ends), PLAIN_TASK)).as_py():
+    plain = pc.match_substring_regex(_spans(data, starts, ends), PLAIN_TASK)
+    if not plain.to_numpy(zero_copy_only=False)[0::2].all():
         return None
-    opening, closing = quotes[0::2], quotes[1::2]
+    opening, closing = quotes[0::2].copy(), quotes[1::2].copy()  # contiguous: indexed often
     # The strings of a plain event: "name", its name, "pid", "tid", "ts", its ts, "dur",
-    # "args", then those of the args.
+    # "args", then those of the args; a key is a string followed by ``:``.
     first = np.searchsorted(opening, starts)
 
-    def value(key: int) -> tuple[np.ndarray, np.ndarray]:  # after a key: ``: <value>, "``
-        return closing[first + key] + 3, opening[first + key + 1] - 2
+    def value(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # ``"key": <value>, "``
+        return closing[key] + 3, opening[key + 1] - 2
 
     name = _slices(data, opening[first + 1] + 1, closing[first + 1])
     if pc.any(pc.starts_with(name, "hcom_")).as_py():
         return None
-    columns = {"pid": _slices(data, *value(2)), "tid": _slices(data, *value(3)),
+    columns = {"pid": _slices(data, *value(first + 2)), "tid": _slices(data, *value(first + 3)),
                "ts": _slices(data, opening[first + 5] + 1, closing[first + 5]),
-               "dur": _slices(data, *value(6)), "name": name}
-    # the keys of the events: strings followed by ``:``, in ascending order
-    keys = np.flatnonzero(region[closing + 1] == _COLON)
-    event = np.searchsorted(starts, opening[keys], "right") - 1
-    inside = (event >= 0) & (opening[keys] < ends[np.maximum(event, 0)])
-    keys, event, length = keys[inside], event[inside], (closing - opening - 1)[keys[inside]]
+               "dur": _slices(data, *value(first + 6)), "name": name}
+    length = closing - opening - 1
+    after = region[closing + 1]
     for column, (key, text) in PLAIN_ARGS.items():
-        found = np.flatnonzero(length == len(key))
-        for offset, byte in enumerate(key.encode(), start=1):
-            found = found[region[opening[keys[found]] + offset] == byte]
-        if not np.array_equal(event[found], np.arange(len(starts))):
+        spelled = np.frombuffer(key.encode(), np.uint8)
+        at = np.flatnonzero((length == len(key)) & (after == _COLON))
+        at = at[region[opening[at] + 1] == spelled[0]]
+        at = at[(region[opening[at, None] + np.arange(1, len(key) + 1)] == spelled).all(axis=1)]
+        event = np.searchsorted(starts, opening[at], "right") - 1
+        at = at[(event >= 0) & (opening[at] < ends[np.maximum(event, 0)])]
+        if len(at) != len(starts) or not np.array_equal(
+                np.searchsorted(starts, opening[at], "right") - 1, np.arange(len(starts))):
             return None  # not exactly one such key in each event
-        at = keys[found]
-        begin = closing[at] + 3
+        begin, end = value(at)
         is_text = opening[at + 1] == begin
         if not (is_text.all() if text else not is_text.any()):
             return None
-        end = opening[at + 1] - 2
         if text:
             columns[column] = _slices(data, begin + 1, closing[at + 1])
         else:  # ``, "`` follows, or ``}, "ph"`` after the last of the args
@@ -194,16 +194,23 @@ def plain_task_columns(region: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     return columns
 
 
+def _spans(data: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """Text of ``data``: from each start to its end, then to the next start (no copy).
+
+    The slices are the items at even positions. ``starts`` and ``ends`` ascend, apart.
+    """
+    offsets = np.empty(2 * len(starts), np.int64)
+    offsets[0::2], offsets[1::2] = starts, ends
+    return pa.Array.from_buffers(pa.large_string(), len(offsets) - 1,
+                                 [None, pa.py_buffer(offsets), data])
+
+
 def _slices(data: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
     """The text of ``data`` from each start to its end (ascending, apart), as a copy."""
     if not len(starts):
         return pa.array([], pa.string())
-    offsets = np.empty(2 * len(starts), np.int64)
-    offsets[0::2], offsets[1::2] = starts, ends
-    # every other item: the text between one slice and the next is an item too
-    spans = pa.Array.from_buffers(pa.large_string(), len(offsets) - 1,
-                                  [None, pa.py_buffer(offsets), data])
-    return spans.take(pa.array(np.arange(0, len(offsets), 2))).cast(pa.string())
+    spans = _spans(data, starts, ends)
+    return spans.take(pa.array(np.arange(0, len(spans), 2))).cast(pa.string())
 
 
 Chunks = list  # a column as pieces: Python lists, numpy or Arrow arrays
