@@ -15,26 +15,26 @@ import shutil
 import pytest
 from click.testing import CliRunner
 from conftest import EXAMPLES
-from matplotlib.figure import Figure
 from matplotlib.text import Text
 
 from cann_diff.cli import main
+from cann_diff.render import charts
 
 RUN = EXAMPLES / "cann7.0.1.3"
 
 
 @pytest.fixture
 def chart_texts(monkeypatch):
-    """Every text drawn on a chart saved during the test (titles, ticks, legends)."""
+    """Every text drawn on a chart during the test (titles, ticks, legends)."""
     texts: list[str] = []
-    save = Figure.savefig
+    draw = charts.png_bytes
 
-    def saving(self, *args, **kwargs):
-        saved = save(self, *args, **kwargs)  # drawn: the tick labels hold their text
-        texts.extend(t.get_text() for t in self.findobj(Text) if t.get_text())
-        return saved
+    def drawing(fig):
+        fig.canvas.draw()  # drawn: the tick labels hold their text
+        texts.extend(t.get_text() for t in fig.findobj(Text) if t.get_text())
+        return draw(fig)
 
-    monkeypatch.setattr(Figure, "savefig", saving)
+    monkeypatch.setattr(charts, "png_bytes", drawing)
     return texts
 
 

@@ -67,6 +67,10 @@ MARKER_MAX_POINTS = 60
 NO_SHAPES = "* no input shapes recorded: the operator is keyed by its type alone"
 
 
+# PNG metadata: "Software" left out (None drops a key matplotlib would write).
+NO_SOFTWARE: dict[str, Any] = {"Software": None}
+
+
 def png_bytes(fig) -> bytes:
     """The figure as PNG bytes, laid out and drawn in one pass; the figure is closed.
 
@@ -79,7 +83,7 @@ def png_bytes(fig) -> bytes:
         fig.canvas.draw()
         out = io.BytesIO()
         matplotlib.image.imsave(out, fig.canvas.buffer_rgba(), format="png", origin="upper",
-                                dpi=DPI, metadata={"Software": None})
+                                dpi=DPI, metadata=NO_SOFTWARE)
         return out.getvalue()
     finally:
         plt.close(fig)

@@ -200,7 +200,7 @@ def _stream(handle, block: bytes, spans: _Spans, values: list[np.ndarray],
             aside = _aside(_items(item_starts, item_ends, routed_hits, ordered=True), items,
                            count) if route else items[:0]
             _hand_over(buffer, item_starts, item_ends, items, consume)
-            if len(aside) and len(routed) > 2 and \
+            if len(aside) and routed is not None and len(routed) > 2 and \
                     routed[2](region, item_starts[aside], item_ends[aside], local):
                 aside = aside[:0]
             del region  # the buffer is resized below
