@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .files import write_atomic, write_bytes_atomic, write_text_atomic
+from .files import write_atomic, write_images, write_text_atomic
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -51,8 +51,7 @@ def write_report(report: Report, out_dir: Path, charts: bool = True,
         from .charts import chart_images
 
         images = chart_images(report)
-    drawn = {name: write_bytes_atomic(out_dir / f"{name}.png", data)
-             for name, data in images.items()}
+    drawn = write_images(out_dir, images)
     written = [*drawn.values(), write_ranks_csv(report, out_dir / "ranks.csv")]
     links = {name: path.name for name, path in drawn.items()}
     written.append(write_text_atomic(out_dir / "report.md", render_markdown(report, links)))

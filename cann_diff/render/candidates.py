@@ -27,7 +27,7 @@ from .document import (
     report_link,
     strong,
 )
-from .files import write_bytes_atomic, write_text_atomic
+from .files import write_images, write_text_atomic
 
 CHART = "candidates_step"
 
@@ -166,8 +166,7 @@ def write_candidates_summary(summary: CandidatesSummary, out_dir: Path, charts: 
         images = {}
     elif images is None:
         images = candidates_images(summary)
-    drawn = {name: write_bytes_atomic(out_dir / f"{name}.png", data)
-             for name, data in images.items()}
+    drawn = write_images(out_dir, images)
     written += drawn.values()
     blocks = summary_blocks(summary)
     written.append(write_text_atomic(out_dir / "report.md", to_markdown(

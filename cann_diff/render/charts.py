@@ -36,7 +36,7 @@ from matplotlib.ticker import StrMethodFormatter  # noqa: E402
 
 from .. import format as fmt  # noqa: E402
 from ..report.model import CandidatesSummary, Memory, OperatorRow, RankRow, Report  # noqa: E402
-from .files import write_bytes_atomic  # noqa: E402
+from .files import write_bytes_atomic, write_images  # noqa: E402
 from .memory_section import has_timeline  # noqa: E402
 from .timeline_chart import has_lanes, step_timeline_figure  # noqa: E402
 
@@ -555,5 +555,4 @@ def draw_charts(report: Report, out_dir: Path,
     """
     out_dir = Path(out_dir)
     images = chart_images(report) if images is None else images
-    return {name: write_bytes_atomic(out_dir / f"{name}.png", data)
-            for name, data in images.items()}
+    return write_images(out_dir, images)

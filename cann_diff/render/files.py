@@ -16,7 +16,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -131,6 +131,12 @@ def write_text_atomic(path: Path, text: str) -> Path:
 def write_bytes_atomic(path: Path, data: bytes) -> Path:
     """Write bytes atomically."""
     return write_atomic(path, lambda temp: temp.write_bytes(data))
+
+
+def write_images(out_dir: Path, images: Mapping[str, bytes]) -> dict[str, Path]:
+    """Each chart's PNG bytes as ``<name>.png`` in ``out_dir``; {chart name: path}."""
+    return {name: write_bytes_atomic(Path(out_dir) / f"{name}.png", data)
+            for name, data in images.items()}
 
 
 @contextmanager
