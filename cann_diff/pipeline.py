@@ -12,7 +12,7 @@ from .errors import InputError
 from .findings import Analysis, analyse
 from .match import match
 from .read import StepRanges, load_run
-from .read.execute import Processes, plan_sides
+from .read.execute import Processes, plan_read
 from .read.formats import FORMATS, KERNEL_LESS
 from .report import Invocation, Report, build_report
 from .schema import Note, Run
@@ -187,16 +187,17 @@ def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options
                rank_progress=lambda side, done, total: None) -> list[Run]:
     """Read every (path, label, side), the sides in worker processes when planned so.
 
-    The sides are independent: when ``execute.plan_sides`` gives side workers (enough
+    The sides are independent: when ``execute.plan_read`` gives side workers (enough
     jobs and bytes, no Dask scheduler), they are read at the same time in processes
     (threads would share one interpreter lock), the jobs shared out for their ranks; else
     one after the other in this process, each with all ``jobs`` for its ranks.
     """
-    workers = plan_sides([path for path, _, _ in items], options.jobs, options.scheduler)
-    if not workers:
+    plan = plan_read([path for path, _, _ in items], options.jobs, options.scheduler)
+    if not plan.side_workers:
         return [read_side(path, label, side, options, progress, rank_progress)
                 for path, label, side in items]
-    share = replace(options, jobs=max(1, options.jobs // workers))
+    workers = plan.side_workers
+    share = replace(options, jobs=plan.jobs)
     for path, _, side in items:
         progress(f"reading {side}: {path}")
     # The comparison's scipy import runs while the workers read.

@@ -109,6 +109,11 @@ class Limits:
     max_align_edits: int = 1000
     # Seconds to wait for a Dask scheduler before calling it unreachable.
     dask_timeout_s: float = 30.0
+    # Wall seconds that spreading one input's ranks over worker processes must save (by the
+    # planner's cost model, read/execute.py) before a pool is started: its workers forked
+    # from the forkserver, whose one import of the package (~1 s of CPU) runs beside this
+    # process's start, and every chunk's summaries pickled back.
+    rank_pool_min_s: float = 0.5
     # JSON nesting refused beyond this depth: profiler JSON nests at most ~8 levels, while
     # Python's parser recurses per level and ijson's memory grows with the depth squared.
     max_json_depth: int = 64

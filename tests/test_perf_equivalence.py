@@ -247,7 +247,7 @@ def test_sides_read_in_worker_processes_give_the_same_report(monkeypatch):
     examples = Path(__file__).resolve().parents[1] / "examples"
     base, new = examples / "cann7.0.1.3", examples / "cann8.0.RC2"
     alone = pipeline.diff(base, new, pipeline.Options(jobs=1)).report.to_dict()
-    monkeypatch.setattr(execute, "SIDE_PROCESS_MIN_BYTES", 0)  # the examples are small
+    monkeypatch.setattr(execute, "SIDE_PROCESS_MIN_S", 0)  # the examples are small
     pools = []
     monkeypatch.setattr(execute, "pool_context",
                         lambda *a: pools.append(a) or pool_context(*a))

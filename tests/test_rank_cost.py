@@ -1,8 +1,9 @@
-"""Many ranks: every way of reading them (in order, threads, worker processes) gives one answer.
+"""Many ranks: every way of reading them (in order, worker processes) gives one answer.
 
 The per-rank work is memoized per process and done on codes instead of groupbys
 (``vocab/names.py``, ``read/reduce.py``); the ranks of an input are read in worker
-processes with ``jobs`` ≥ 2 (``read/execute.py``). Timings belong in benchmarks/; these
+processes with ``jobs`` ≥ 2 when the planner's cost model says it pays (``read/execute.py``;
+``SPREAD`` says it always does). Timings belong in benchmarks/; these
 tests check that the answers stay the same and add up to what was written.
 """
 
@@ -20,11 +21,13 @@ from cann_diff.errors import InputError
 from cann_diff.read import execute
 from cann_diff.read.frames import concat_frames
 from cann_diff.read.reduce.summary import group_ids
+from cann_diff.settings import Limits
 from cann_diff.vocab import default_vocabulary
 from cann_diff.vocab import names as canonical
 
 RANKS = range(6)
 STEPS = (1, 2)
+SPREAD = Limits(rank_pool_min_s=-1.0)  # any saving pays for a pool: these ranks are tiny
 
 
 def _schedule(rank: int, step: int):
@@ -80,28 +83,25 @@ def _same_run(a, b) -> None:
 
 
 @pytest.mark.slow
-def test_in_order_threads_and_processes_read_the_same(cluster, monkeypatch):
+def test_in_order_and_processes_read_the_same(cluster):
     in_order = read.load_run(cluster, keep_rows=False, jobs=1)
-    monkeypatch.setattr(execute, "RANK_PROCESS_MIN", 10**6)  # below it: threads
-    threads = read.load_run(cluster, keep_rows=False, jobs=2)
-    monkeypatch.setattr(execute, "RANK_PROCESS_MIN", 2)  # the six ranks go to processes
-    processes = read.load_run(cluster, keep_rows=False, jobs=2)
-    _same_run(in_order, threads)
+    here = read.load_run(cluster, keep_rows=False, jobs=2)  # too small to spread: here
+    processes = read.load_run(cluster, keep_rows=False, jobs=2, limits=SPREAD)
+    _same_run(in_order, here)
     _same_run(in_order, processes)
     assert _totals(processes)[(5, "MatMulV3")] == (4, 60.0, 0.0)
 
 
 @pytest.mark.slow
-def test_rows_kept_through_worker_processes(cluster, monkeypatch):
+def test_rows_kept_through_worker_processes(cluster):
     """keep_rows: the canonical rows travel back from the workers, each under its rank."""
-    monkeypatch.setattr(execute, "RANK_PROCESS_MIN", 2)
-    run = read.load_run(cluster, keep_rows=True, jobs=2)
+    run = read.load_run(cluster, keep_rows=True, jobs=2, limits=SPREAD)
     mm = run.ops[run.ops["op_type"] == "MatMulV3"]
     assert mm.groupby("rank")["dur_us"].sum().to_dict() == {r: 4 * (10.0 + r) for r in RANKS}
     pd.testing.assert_frame_equal(run.ops, read.load_run(cluster, jobs=1).ops, check_exact=True)
 
 
-def test_a_bad_rank_in_a_worker_is_one_error_as_in_order(cluster, tmp_path, monkeypatch):
+def test_a_bad_rank_in_a_worker_is_one_error_as_in_order(cluster, tmp_path):
     import shutil
 
     bad = tmp_path / "bad"
@@ -110,9 +110,8 @@ def test_a_bad_rank_in_a_worker_is_one_error_as_in_order(cluster, tmp_path, monk
     victim.write_text(victim.read_text().splitlines()[0] + "\n")  # header only
     with pytest.raises(InputError) as in_order:
         read.load_run(bad, jobs=1)
-    monkeypatch.setattr(execute, "RANK_PROCESS_MIN", 2)
     with pytest.raises(InputError) as spread:
-        read.load_run(bad, jobs=2)
+        read.load_run(bad, jobs=2, limits=SPREAD)
     assert str(spread.value) == str(in_order.value)
     assert "no kernel rows (header only)" in str(spread.value)
 
@@ -120,16 +119,17 @@ def test_a_bad_rank_in_a_worker_is_one_error_as_in_order(cluster, tmp_path, monk
 @pytest.mark.slow
 def test_report_the_same_with_one_job_two_or_four(tmp_path, monkeypatch):
     """Four jobs: each side in a process, its 32 ranks spread over two more (nested pools)."""
-    many = range(execute.RANK_PROCESS_MIN)
+    many = range(32)
     base = write_profile(tmp_path, "base", _schedule, ranks=many, steps=STEPS).path
     new = write_profile(tmp_path, "new", lambda r, s: _schedule(r, s)[:3], ranks=many,
                         steps=STEPS).path
     alone = pipeline.diff(base, new, pipeline.Options(jobs=1)).report.to_dict()
     for jobs in (2, 4):
-        options = pipeline.Options(jobs=jobs)
+        options = pipeline.Options(jobs=jobs, limits=SPREAD)
         assert pipeline.diff(base, new, options).report.to_dict() == alone
-    monkeypatch.setattr(execute, "SIDE_PROCESS_MIN_BYTES", 0)  # small sides: processes the same
-    assert pipeline.diff(base, new, pipeline.Options(jobs=4)).report.to_dict() == alone
+    monkeypatch.setattr(execute, "SIDE_PROCESS_MIN_S", 0)  # small sides: processes the same
+    assert pipeline.diff(base, new, pipeline.Options(jobs=4, limits=SPREAD)
+                         ).report.to_dict() == alone
 
 
 def test_a_rank_after_the_first_derives_no_name(cluster, monkeypatch):

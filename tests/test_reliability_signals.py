@@ -31,13 +31,21 @@ pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and process groups"),
 ]
 
+MAIN = "from cann_diff.cli import main; import sys; main(sys.argv[1:], prog_name='cann-diff')\n"
 # The real command; inputs this small are read side by side only with the size floor off.
-SIDE_BY_SIDE = ("import sys, cann_diff.read.execute as execute\n"
-                "execute.SIDE_PROCESS_MIN_BYTES = 0\n"
-                "from cann_diff.cli import main\n"
-                "main(sys.argv[1:], prog_name='cann-diff')\n")
-COMMAND = "from cann_diff.cli import main; import sys; main(sys.argv[1:], prog_name='cann-diff')"
-RANKS = range(40)  # above execute.RANK_PROCESS_MIN: ranks are read in worker processes
+SIDE_BY_SIDE = ("import cann_diff.read.execute as execute\n"
+                "execute.SIDE_PROCESS_MIN_S = 0\n" + MAIN)
+# Ranks this small are spread over worker processes only when any saving pays for a pool
+# (``Limits.rank_pool_min_s``, carried by the options into side workers too).
+SPREAD = ("import dataclasses, cann_diff.pipeline as pipeline\n"
+          "real = pipeline.diff_candidates\n"
+          "def spread(base, news, options, *args, **kwargs):\n"
+          "    limits = dataclasses.replace(options.limits, rank_pool_min_s=-1.0)\n"
+          "    return real(base, news, dataclasses.replace(options, limits=limits), *args,\n"
+          "                **kwargs)\n"
+          "pipeline.diff_candidates = spread\n")
+COMMAND = SPREAD + MAIN
+RANKS = range(40)
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +184,7 @@ def test_rank_workers_interrupted_before_the_parent_do_not_hang_it(started, clus
                          ids=["SIGINT", "SIGTERM"])
 def test_side_workers_with_their_own_rank_workers_all_stop(started, clusters, signum, code):
     """Four jobs: each side in a process that reads its 40 ranks in two more."""
-    run = started(SIDE_BY_SIDE, *clusters, "--jobs", "4")
+    run = started(SPREAD + SIDE_BY_SIDE, *clusters, "--jobs", "4")
     # resource tracker, forkserver, two side workers, then a side's forkserver and workers
     run.wait_for_processes(7)
     os.killpg(run.process.pid, signum)

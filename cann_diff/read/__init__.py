@@ -292,7 +292,8 @@ Reader = Callable[..., list[RankResult | list[RankResult]]]
 
 def read_all(reader: Reader, sources: list[RankSource], jobs: int,
              progress: Callable[[int, int], None], scheduler: str | None = None,
-             timeout_s: float = DEFAULT_LIMITS.dask_timeout_s) -> list[RankResult]:
+             timeout_s: float = DEFAULT_LIMITS.dask_timeout_s,
+             pool_min_s: float = DEFAULT_LIMITS.rank_pool_min_s) -> list[RankResult]:
     """Read every source as ``execute.plan_ranks`` plans it; the same ranks in the same order.
 
     ``reader(sources[, progress])`` reads a list of sources (``read_and_reduce_many``); a
@@ -304,7 +305,7 @@ def read_all(reader: Reader, sources: list[RankSource], jobs: int,
 
     if scheduler:  # a Dask worker's working directory is not this process's
         sources = [replace(s, path=s.path.absolute()) for s in sources]
-    plan = plan_ranks(sources, jobs, scheduler, timeout_s)
+    plan = plan_ranks(sources, jobs, scheduler, timeout_s, pool_min_s=pool_min_s)
     if isinstance(plan.executor, InOrder):
         return flat(reader(sources, progress))
     done = np.cumsum([0] + [len(c) for c in plan.chunks])
@@ -371,7 +372,8 @@ def _read_ranks(path: Path, limits: Limits, plan: RankPlan, jobs: int,
     with_kernels = sum(s.format.name != KERNEL_LESS.name for s in sources)
     plan = replace(plan, max_samples=samples_per_rank(with_kernels, limits.sample_budget))
     reader = partial(read_and_reduce_many, plan)
-    datas = read_all(reader, sources, jobs, progress, scheduler, limits.dask_timeout_s)
+    datas = read_all(reader, sources, jobs, progress, scheduler, limits.dask_timeout_s,
+                     limits.rank_pool_min_s)
     datas, skipped = _drop_empty(datas)
     datas, warnings = _assign_ranks(datas)
     return fmt, datas, unread_children(path, sources) + skipped + warnings
@@ -384,10 +386,11 @@ def load_run(path: str | Path, label: str | None = None, *,
              progress=lambda done, total: None, vocab: Vocabulary | None = None) -> Run:
     """Read a profile (any supported layout) into a canonical Run, memory included.
 
-    ``label`` defaults to the directory name; ranks are read by ``jobs`` threads, or
-    with 32 ranks or more by ``jobs`` worker processes (a script calling this with
-    ``jobs`` ≥ 2 guards its entry point with ``if __name__ == "__main__":``, as
-    multiprocessing asks), and ``progress(done, total)`` is called as they come in; with
+    ``label`` defaults to the directory name; ranks are read here, or by up to ``jobs``
+    worker processes when their sizes make that pay (``execute.plan_ranks``; a script
+    calling this with ``jobs`` ≥ 2 guards its entry point with
+    ``if __name__ == "__main__":``, as multiprocessing asks), and ``progress(done, total)``
+    is called as they come in; with
     ``scheduler`` (a Dask scheduler address) ranks are read on that cluster instead
     (``limits.dask_timeout_s`` to reach it). Each rank is read once and reduced where
     it is read: kernels, steps, communication and memory (``Run.memory``) come from the

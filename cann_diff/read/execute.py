@@ -1,12 +1,15 @@
-"""Where reading runs: one Executor protocol, four executors, one chunking rule, one plan.
+"""Where reading runs: one Executor protocol, three executors, one planner by bytes.
 
 Reading a rank is Python and pandas work that holds the interpreter lock most of the
 time, so threads give no second core; processes do. An executor maps a function over
 chunks of work and hands back the results in order, raising the first error a chunk
-raised (errors pickle, ``errors.py``). ``plan_ranks`` decides, from the number of rank
-sources, ``--jobs`` and ``--scheduler``, which executor reads the ranks of one input and
-how the sources are chunked; ``plan_sides`` decides whether the inputs themselves are
-read side by side in processes (``pipeline.read_sides``).
+raised (errors pickle, ``errors.py``). One cost model (``read_cost_s``: a fixed cost per
+rank plus one per byte of its files) plans every level: ``plan_read`` decides whether the
+inputs themselves are read side by side in processes and how many jobs each then has
+(``pipeline.read_sides``); ``plan_ranks`` decides, from the sizes of one input's rank
+sources, ``--jobs`` and ``--scheduler``, whether its ranks are read here or in worker
+processes (or on Dask) and how they are chunked: by cost, so that four large ranks use
+the cores as a thousand small ones do.
 
 Worker processes come from a forkserver (a spawn where there is none), never a plain
 fork: the parent may hold pyarrow's native threads, and a fork taken while one of them
@@ -35,7 +38,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,22 +45,26 @@ from typing import Any, Protocol
 
 from ..errors import EXIT_SIGTERM, InputError
 
-# A process pool pays a forkserver start (the package imported once, ~1 s of CPU) and
-# the pickling of every rank's summaries (~2 ms each); one rank's read costs ~10-30 ms.
-# Below this many ranks the threads of the caller's process are cheaper.
-RANK_PROCESS_MIN = 32
+# The planner's cost model (``plan_read``, ``plan_ranks``): reading and reducing a rank costs
+# about READ_S_PER_RANK of CPU however small it is (opening its few files, pyarrow's
+# per-file set-up, the per-call overhead of its frames) plus READ_S_PER_BYTE for each byte
+# of its files (a 1M-kernel text rank, 330 MB, ~1.5 s). Measured on this 2-core machine,
+# docs/performance.md "Turn 4: by bytes".
+READ_S_PER_RANK = 0.008
+READ_S_PER_BYTE = 4.5e-9
 # Chunks per worker: enough to amortize a task's round trip, few enough that the workers
 # finish together and progress moves. A chunk's small ranks are reduced as one stack.
 TASKS_PER_WORKER = 4
 # Ranks per Dask task: a cluster's size is not known here, so its tasks are many and small.
 DASK_CHUNK_RANKS = 16
-# Inputs below this many bytes are read one after the other: a side worker's start-up
-# (~1 s) costs more than it saves.
-SIDE_PROCESS_MIN_BYTES = 64 * 2**20
+# Inputs whose reading costs less than this (cost model, CPU seconds) are read one after the
+# other: a side worker's start-up (~1 s) costs more than it saves.
+SIDE_PROCESS_MIN_S = 0.3
 # A side worker wants two cores of its own: one for its Python, one for pyarrow's parse.
 # With two jobs in all, two sides in processes ran 17-25 % slower (wall) than one after the
 # other, each parse on both cores (0.25M, 1M and 4M kernels per side; docs/performance.md,
-# "Round 5"). So there are at most jobs // JOBS_PER_SIDE_WORKER side workers, and at least 2.
+# "Round 5"). So there are at most jobs // JOBS_PER_SIDE_WORKER side workers, and at least 2;
+# with fewer jobs, a side of several large ranks spreads them over rank workers instead.
 JOBS_PER_SIDE_WORKER = 2
 SIDE_PROCESS_MIN_JOBS = 2 * JOBS_PER_SIDE_WORKER
 # Seconds an interrupted parent gives its workers to unwind after SIGTERM before it kills
@@ -96,28 +102,6 @@ class InOrder:
         for number, chunk in enumerate(chunks, 1):
             results.append(func(chunk))
             progress(number, len(chunks))
-        return results
-
-
-@dataclass(frozen=True)
-class Threads:
-    """In ``jobs`` threads of this process (I/O-bound work, or pyarrow's own threads)."""
-
-    jobs: int
-
-    def run(self, func, chunks, progress):
-        """Run the chunks in a thread pool; on an error or interrupt, start no other chunk."""
-        pool = ThreadPoolExecutor(max_workers=self.jobs)
-        try:
-            futures = [pool.submit(func, chunk) for chunk in chunks]
-            results = []
-            for number, future in enumerate(futures, 1):
-                results.append(future.result())
-                progress(number, len(chunks))
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)  # the running chunks finish
-            raise
-        pool.shutdown()
         return results
 
 
@@ -462,51 +446,129 @@ class Plan:
     chunks: list[list[Any]]
 
 
-def plan_ranks(sources: Sequence[Any], jobs: int, scheduler: str | None,
-               timeout_s: float) -> Plan:
-    """How the rank sources of one input are read.
+def path_bytes(path: str | Path) -> int:
+    """Bytes of the files at or below ``path`` (0 for what cannot be examined)."""
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    total = 0
+    for root, _dirs, names in os.walk(path):
+        for name in names:
+            try:
+                total += os.stat(os.path.join(root, name), follow_symlinks=False).st_size
+            except OSError:
+                continue
+    return total
 
-    On a Dask cluster in chunks of at most ``DASK_CHUNK_RANKS``; with ``jobs`` ≥ 2 and at
-    least ``RANK_PROCESS_MIN`` sources in worker processes, ``TASKS_PER_WORKER`` chunks per
-    job; with fewer sources a rank per thread (pyarrow parses outside the interpreter
-    lock); with one job or one source in this process, all in one chunk (its small ranks
-    stack).
+
+def read_cost_s(sizes: Sequence[int]) -> list[float]:
+    """CPU seconds the cost model gives the reading of ranks of these sizes (bytes)."""
+    return [READ_S_PER_RANK + READ_S_PER_BYTE * size for size in sizes]
+
+
+def spread_saves_s(costs: Sequence[float], jobs: int) -> float:
+    """Wall seconds ``jobs`` workers save on ``costs`` (seconds).
+
+    The serial sum less the longer of an even share and the largest rank (a rank is read
+    by one worker).
+    """
+    if not costs:
+        return 0.0
+    total = sum(costs)
+    return total - max(total / max(1, min(jobs, len(costs))), max(costs))
+
+
+def chunked_by_cost(items: Sequence[Any], costs: Sequence[float],
+                    workers: int) -> list[list[Any]]:
+    """``items`` in consecutive chunks of about equal cost, ``TASKS_PER_WORKER`` per worker.
+
+    A rank costing more than a chunk's share is a chunk of its own; small ranks share one
+    (and are stacked in it). The order is kept: results come back in the items' order.
+    """
+    share = sum(costs) / (max(workers, 1) * TASKS_PER_WORKER)
+    chunks: list[list[Any]] = []
+    current: list[Any] = []
+    held = 0.0
+    for item, cost in zip(items, costs):
+        if current and held + cost > share * 1.5:  # it would overfill this chunk
+            chunks.append(current)
+            held, current = 0.0, []
+        current.append(item)
+        held += cost
+        if held >= share:
+            chunks.append(current)
+            held, current = 0.0, []
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def plan_ranks(sources: Sequence[Any], jobs: int, scheduler: str | None, timeout_s: float,
+               sizes: Sequence[int] | None = None, pool_min_s: float = 0.5) -> Plan:
+    """How the rank sources of one input are read, from their sizes (bytes) and ``jobs``.
+
+    On a Dask cluster in chunks of at most ``DASK_CHUNK_RANKS``; with ``jobs`` ≥ 2, when
+    spreading the ranks over ``jobs`` worker processes saves more than ``pool_min_s`` wall
+    seconds (``Limits.rank_pool_min_s``; by the cost model ``read_cost_s``), in processes,
+    chunks of about equal cost (``chunked_by_cost``: a large rank alone, small ones
+    together); else in this process, all in one chunk (its small ranks stack; pyarrow
+    parses a large rank on all cores). ``sizes`` defaults to the bytes below each source's path.
     """
     if scheduler:
         return Plan(Dask(scheduler, timeout_s), chunked(sources, max(jobs, 1),
                                                         DASK_CHUNK_RANKS))
-    if jobs >= 2 and len(sources) >= RANK_PROCESS_MIN:
-        return Plan(Processes(jobs), chunked(sources, jobs))
-    if jobs <= 1 or len(sources) == 1:
+    if jobs <= 1 or len(sources) <= 1:
         return Plan(InOrder(), [list(sources)])
-    return Plan(Threads(jobs), [[source] for source in sources])
+    if sizes is None:
+        sizes = [path_bytes(source.path) for source in sources]
+    costs = read_cost_s(sizes)
+    if spread_saves_s(costs, jobs) <= pool_min_s:
+        return Plan(InOrder(), [list(sources)])
+    workers = min(jobs, len(sources))
+    return Plan(Processes(workers), chunked_by_cost(sources, costs, workers))
 
 
-def _large(paths: Sequence[str | Path], limit: int) -> bool:
-    """Whether the inputs hold at least ``limit`` bytes (the walk stops once they do)."""
-    total = 0
-    for path in paths:
-        for root, _dirs, names in os.walk(path):
-            for name in names:
-                try:
-                    total += os.stat(os.path.join(root, name), follow_symlinks=False).st_size
-                except OSError:
-                    continue
-                if total >= limit:
-                    return True
-        if os.path.isfile(path):
-            total += os.path.getsize(path)
-    return total >= limit
+@dataclass(frozen=True)
+class ReadPlan:
+    """Where the inputs are read, and with how many jobs each.
 
-
-def plan_sides(paths: Sequence[str | Path], jobs: int, scheduler: str | None) -> int:
-    """How many side workers read the inputs at the same time; 0: one after the other.
-
-    Side workers only with ``jobs`` ≥ ``SIDE_PROCESS_MIN_JOBS``, two inputs or more, no
-    Dask scheduler (which spreads the ranks itself) and inputs of at least
-    ``SIDE_PROCESS_MIN_BYTES``; each then has ``JOBS_PER_SIDE_WORKER`` jobs or more.
+    ``side_workers`` processes (0: one input after the other, here); ``jobs``: what each
+    input then has for its ranks (``plan_ranks``).
     """
-    if jobs < SIDE_PROCESS_MIN_JOBS or scheduler or len(paths) < 2 or \
-            not _large(paths, SIDE_PROCESS_MIN_BYTES):
-        return 0
-    return min(len(paths), jobs // JOBS_PER_SIDE_WORKER)
+
+    side_workers: int
+    jobs: int
+
+
+def input_sizes(path: str | Path) -> list[int]:
+    """Bytes of each rank source of an input, in ``find_rank_sources`` order.
+
+    Empty when the input cannot be listed: its read then says why, where it always did.
+    """
+    from .formats import find_rank_sources  # formats sit above the executors
+
+    try:
+        _, sources = find_rank_sources(Path(path))
+    except InputError:
+        return []
+    return [path_bytes(source.path) for source in sources]
+
+
+def plan_read(paths: Sequence[str | Path], jobs: int, scheduler: str | None,
+              sizes_of: Callable[[str | Path], Sequence[int]] = input_sizes) -> ReadPlan:
+    """How the inputs are read, from the sizes of each input's ranks and ``jobs``.
+
+    The inputs are read side by side in processes only with ``jobs`` ≥
+    ``SIDE_PROCESS_MIN_JOBS``, two inputs or more, no Dask scheduler (which spreads the
+    ranks itself) and at least ``SIDE_PROCESS_MIN_S`` of reading (cost model: ``sizes_of``
+    an input gives its ranks' bytes); each side worker then has ``JOBS_PER_SIDE_WORKER``
+    jobs or more for its ranks. Otherwise one input after the other here, each with all
+    ``jobs``: a side of several large ranks spreads them over rank workers
+    (``plan_ranks``), one large rank parses on all cores.
+    """
+    if jobs < SIDE_PROCESS_MIN_JOBS or scheduler or len(paths) < 2:
+        return ReadPlan(0, jobs)
+    total = sum(sum(read_cost_s(sizes_of(path))) for path in paths)
+    if total < SIDE_PROCESS_MIN_S:
+        return ReadPlan(0, jobs)
+    workers = min(len(paths), jobs // JOBS_PER_SIDE_WORKER)
+    return ReadPlan(workers, max(1, jobs // workers))

@@ -1,0 +1,131 @@
+"""The read planner's decisions on crafted sizes: where each input and each rank is read.
+
+One cost model (``execute.read_cost_s``: a fixed cost per rank, one per byte) decides side
+workers, rank workers and reading here. The sizes below are those of the benchmark's
+inputs (benchmarks/generate.py): a 1M-kernel text rank holds ~330 MB, a rank of 164
+kernels ~60 kB. No timing here: only what is decided, and that every rank is read once,
+in order.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from cann_diff.read import execute
+from cann_diff.settings import DEFAULT_LIMITS
+
+LARGE = 330 * 10**6  # one rank of 1M kernels
+SMALL = 60 * 10**3  # one rank of 164 kernels
+POOL = DEFAULT_LIMITS.rank_pool_min_s
+
+
+def _plan(sizes, jobs=2, scheduler=None):
+    sources = list(range(len(sizes)))
+    plan = execute.plan_ranks(sources, jobs, scheduler, 1.0, sizes=sizes, pool_min_s=POOL)
+    assert [s for chunk in plan.chunks for s in chunk] == sources  # each once, in order
+    return plan
+
+
+@pytest.mark.parametrize("sizes, jobs", [
+    ([LARGE], 2),  # one rank: pyarrow parses it on every core here
+    ([LARGE] * 4, 1),  # one job
+    ([SMALL] * 8, 2),  # eight small ranks: a pool costs more than it saves
+    ([SMALL] * 32, 2),  # what the old count rule sent to processes: ~0.3 s of reading
+    ([LARGE, SMALL], 2),  # the large rank is the wall time either way
+])
+def test_read_here(sizes, jobs):
+    plan = _plan(sizes, jobs)
+    assert isinstance(plan.executor, execute.InOrder)
+    assert len(plan.chunks) == 1
+
+
+def test_four_large_ranks_spread_one_a_chunk():
+    """The issue's case: 4 ranks × 1M rows were read one after the other below 32 ranks."""
+    plan = _plan([LARGE] * 4)
+    assert plan.executor == execute.Processes(2)
+    assert plan.chunks == [[0], [1], [2], [3]]
+    assert _plan([LARGE] * 2).chunks == [[0], [1]]
+    assert _plan([LARGE] * 4, jobs=8).executor == execute.Processes(4)  # no idle worker
+
+
+def test_many_small_ranks_spread_in_a_few_chunks_of_equal_cost():
+    plan = _plan([SMALL] * 1000)
+    assert plan.executor == execute.Processes(2)
+    lengths = [len(chunk) for chunk in plan.chunks]
+    assert len(lengths) == 2 * execute.TASKS_PER_WORKER
+    assert max(lengths) - min(lengths) <= 1
+
+
+def test_large_ranks_alone_small_ones_together():
+    sizes = [SMALL] * 50 + [LARGE] + [SMALL] * 50 + [LARGE]
+    plan = _plan(sizes)
+    assert isinstance(plan.executor, execute.Processes)
+    assert [50] in plan.chunks and [101] in plan.chunks
+    small = [chunk for chunk in plan.chunks if LARGE not in [sizes[s] for s in chunk]]
+    assert sum(len(chunk) for chunk in small) == 100 and len(small) <= 4
+
+
+def test_chunks_of_cost_keep_order_and_bound_their_share():
+    costs = [1.0, 1.0, 5.0, 0.1, 0.1, 0.1, 3.0, 0.2]
+    chunks = execute.chunked_by_cost(list(range(len(costs))), costs, 1)
+    assert [s for chunk in chunks for s in chunk] == list(range(len(costs)))
+    share = sum(costs) / execute.TASKS_PER_WORKER
+    assert all(sum(costs[s] for s in chunk) <= 1.5 * share or len(chunk) == 1
+               for chunk in chunks)
+
+
+def test_dask_chunks_by_count_whatever_the_sizes():
+    """A cluster's size is unknown here: its tasks are many and small, the sizes unread."""
+    plan = execute.plan_ranks(list(range(100)), 2, "tcp://scheduler:8786", 1.0)
+    assert isinstance(plan.executor, execute.Dask)
+    assert [len(c) for c in plan.chunks] == [13] * 7 + [9]
+
+
+def test_a_saving_below_the_pool_cost_reads_here():
+    costs = execute.read_cost_s([SMALL] * 200)
+    saves = execute.spread_saves_s(costs, 2)
+    sources = list(range(200))
+    here = execute.plan_ranks(sources, 2, None, 1.0, sizes=[SMALL] * 200, pool_min_s=saves)
+    spread = execute.plan_ranks(sources, 2, None, 1.0, sizes=[SMALL] * 200,
+                                pool_min_s=saves * 0.99)
+    assert isinstance(here.executor, execute.InOrder)
+    assert isinstance(spread.executor, execute.Processes)
+
+
+def _sides(sizes: dict[str, list[int]], jobs: int, scheduler: str | None = None):
+    return execute.plan_read(list(sizes), jobs, scheduler, sizes_of=sizes.__getitem__)
+
+
+def test_sides_in_processes_only_with_two_jobs_each():
+    big = {"base": [LARGE] * 4, "new": [LARGE] * 4}
+    assert _sides(big, 2) == execute.ReadPlan(0, 2)  # ranks spread per side instead
+    assert _sides(big, 4) == execute.ReadPlan(2, 2)
+    assert _sides(big, 3) == execute.ReadPlan(0, 3)
+    three = {"base": [LARGE], "new 1": [LARGE], "new 2": [LARGE]}
+    assert _sides(three, 8) == execute.ReadPlan(3, 2)
+    assert _sides(three, 4) == execute.ReadPlan(2, 2)
+
+
+def test_small_inputs_or_a_scheduler_read_one_after_the_other():
+    small = {"base": [SMALL] * 2, "new": [SMALL] * 2}
+    assert _sides(small, 8) == execute.ReadPlan(0, 8)
+    big = {"base": [LARGE], "new": [LARGE]}
+    assert _sides(big, 8, "tcp://scheduler:8786") == execute.ReadPlan(0, 8)
+    assert _sides({"base": [LARGE]}, 8) == execute.ReadPlan(0, 8)
+
+
+def test_sizes_are_not_walked_when_jobs_decide():
+    def refuse(path):
+        raise AssertionError(f"{path} walked")
+
+    assert execute.plan_read(["a", "b"], 2, None, sizes_of=refuse) == execute.ReadPlan(0, 2)
+
+
+def test_input_sizes_follow_the_rank_sources(tmp_path):
+    from profiles import aclnn, write_profile
+
+    run = write_profile(tmp_path, "base", lambda r, s: [aclnn("Add", 3.0, "1;1")],
+                        ranks=range(3), steps=(1,)).path
+    sizes = execute.input_sizes(run)
+    assert len(sizes) == 3 and all(size > 0 for size in sizes)
+    assert execute.input_sizes(tmp_path / "missing") == []
