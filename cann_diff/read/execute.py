@@ -245,6 +245,7 @@ def kill_pool(pool: Any, grace_s: float = 0.0) -> None:
     queues, whose semaphores the shutdown releases.
     """
     processes = list((pool._processes or {}).values())
+    results = getattr(pool, "_result_queue", None)  # the shutdown below lets go of it
     if grace_s > 0:
         for process in processes:
             if process.is_alive():
@@ -256,10 +257,36 @@ def kill_pool(pool: Any, grace_s: float = 0.0) -> None:
         if process.is_alive():
             process.kill()
         process.join(1.0)
+    if results is not None and not any(p.is_alive() for p in processes):
+        # A worker stopped in the middle of sending its result leaves the pool's manager
+        # thread reading the rest of a message that never comes, and the interpreter's exit
+        # waits for that thread. With the workers gone this process holds the last write
+        # end of their result pipe: closing it ends that read (EOFError: a broken pool).
+        results._writer.close()
     pool.shutdown(wait=False, cancel_futures=True)
     manager = getattr(pool, "_executor_manager_thread", None)
     if manager is not None:  # it lets go of the pool's queues once it sees the workers gone
         manager.join(STOP_GRACE_S)
+
+
+def pool_threads_stuck(wait_s: float = 1.0) -> bool:
+    """Whether a process pool's manager thread is still alive after ``wait_s`` seconds.
+
+    The interpreter's exit joins those threads without a limit; one still reading from
+    workers that are gone (see ``kill_pool``) would hold an interrupted command forever.
+    """
+    import sys
+
+    process = sys.modules.get("concurrent.futures.process")
+    if process is None:
+        return False
+    deadline = time.monotonic() + wait_s
+    for thread in threading.enumerate():
+        if isinstance(thread, process._ExecutorManagerThread):
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                return True
+    return False
 
 
 @dataclass(frozen=True)
