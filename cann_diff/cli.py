@@ -183,24 +183,6 @@ def _command_line(ctx: click.Context) -> str:
     return shlex.join(words)
 
 
-def _leave_if_a_pool_holds_the_exit(code: int) -> None:
-    """End the process now when a pool's thread would make its exit wait forever.
-
-    Everything is written and cleaned up by then (temporary files, the output's stage);
-    multiprocessing's own exit work (its semaphores, its children) runs first.
-    """
-    from .read import execute
-
-    if not execute.pool_threads_stuck():
-        return
-    from multiprocessing import util
-
-    sys.stdout.flush()
-    sys.stderr.flush()
-    util._exit_function()  # type: ignore[attr-defined]
-    os._exit(code)
-
-
 def _raise_terminated(signum, frame) -> None:
     raise Terminated()
 
@@ -225,9 +207,7 @@ class Command(click.Command):
             sys.exit(exc.exit_code)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as Terminated
             click.echo("cann-diff: interrupted", err=True)
-            code = getattr(exc, "exit_code", EXIT_SIGINT)
-            _leave_if_a_pool_holds_the_exit(code)
-            sys.exit(code)
+            sys.exit(getattr(exc, "exit_code", EXIT_SIGINT))
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise  # click's own usage errors and exits
         except Exception as exc:

@@ -269,26 +269,6 @@ def kill_pool(pool: Any, grace_s: float = 0.0) -> None:
         manager.join(STOP_GRACE_S)
 
 
-def pool_threads_stuck(wait_s: float = 1.0) -> bool:
-    """Whether a process pool's manager thread is still alive after ``wait_s`` seconds.
-
-    The interpreter's exit joins those threads without a limit; one still reading from
-    workers that are gone (see ``kill_pool``) would hold an interrupted command forever.
-    """
-    import sys
-
-    process = sys.modules.get("concurrent.futures.process")
-    if process is None:
-        return False
-    deadline = time.monotonic() + wait_s
-    for thread in threading.enumerate():
-        if isinstance(thread, process._ExecutorManagerThread):
-            thread.join(max(0.0, deadline - time.monotonic()))
-            if thread.is_alive():
-                return True
-    return False
-
-
 @dataclass(frozen=True)
 class Processes:
     """In ``jobs`` worker processes (forkserver) that import ``preload`` once.
