@@ -71,6 +71,9 @@ SIDE_PROCESS_MIN_JOBS = 2 * JOBS_PER_SIDE_WORKER
 # them: enough for a chunk to leave the C call it is in (a pyarrow parse of one rank takes
 # well under a second) and stop a nested pool, which gets half of it.
 STOP_GRACE_S = 4.0
+# Seconds a stopped pool's manager thread gets to leave on its own before it is taken for
+# stuck on a half-sent result (``kill_pool``); it normally leaves within milliseconds.
+MANAGER_STUCK_S = 1.0
 # The signals a worker must not take from the terminal: its parent handles them.
 PARENT_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 
@@ -245,7 +248,7 @@ def kill_pool(pool: Any, grace_s: float = 0.0) -> None:
     queues, whose semaphores the shutdown releases.
     """
     processes = list((pool._processes or {}).values())
-    results = getattr(pool, "_result_queue", None)  # the shutdown below lets go of it
+    results = getattr(pool, "_result_queue", None)  # the shutdown below forgets it
     if grace_s > 0:
         for process in processes:
             if process.is_alive():
@@ -257,16 +260,21 @@ def kill_pool(pool: Any, grace_s: float = 0.0) -> None:
         if process.is_alive():
             process.kill()
         process.join(1.0)
-    if results is not None and not any(p.is_alive() for p in processes):
-        # A worker stopped in the middle of sending its result leaves the pool's manager
-        # thread reading the rest of a message that never comes, and the interpreter's exit
+    manager = getattr(pool, "_executor_manager_thread", None)  # the shutdown forgets it
+    pool.shutdown(wait=False, cancel_futures=True)
+    if manager is None:
+        return
+    manager.join(MANAGER_STUCK_S)  # it lets go of the queues once it sees the workers gone
+    if manager.is_alive() and results is not None and \
+            not any(p.is_alive() for p in processes):
+        # A worker stopped in the middle of sending its result leaves the manager thread
+        # reading the rest of a message that never comes, and the interpreter's exit
         # waits for that thread. With the workers gone this process holds the last write
         # end of their result pipe: closing it ends that read (EOFError: a broken pool).
+        # Only then: closed while the manager was still tearing the pool down on its own,
+        # it left a semaphore behind in 1 of 6 runs of a nested-pool signals test.
         results._writer.close()
-    pool.shutdown(wait=False, cancel_futures=True)
-    manager = getattr(pool, "_executor_manager_thread", None)
-    if manager is not None:  # it lets go of the pool's queues once it sees the workers gone
-        manager.join(STOP_GRACE_S)
+    manager.join(STOP_GRACE_S)
 
 
 @dataclass(frozen=True)
