@@ -19,8 +19,9 @@ import pytest
 from conftest import REALDATA, needs_realdata
 from scipy import stats
 
+from cann_diff.compare import stats as stats_module
 from cann_diff.compare.operators import compare_operators
-from cann_diff.compare.stats import adjust_bh, mann_whitney_by_group
+from cann_diff.compare.stats import adjust_bh, mann_whitney_by_group, order_by_group
 from cann_diff.errors import SchemaError
 from cann_diff.match import match
 from cann_diff.read import load_run
@@ -81,6 +82,82 @@ def test_one_pass_mann_whitney_equals_scipy_per_group(seed):
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=0, equal_nan=True)
     alpha = DEFAULT_THRESHOLDS.alpha
     np.testing.assert_array_equal(got < alpha, want < alpha)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_mann_whitney_on_the_nanosecond_grid_equals_scipy(seed):
+    # Durations as profilers write them (three decimals of a µs) take the packed sort;
+    # the answer must not change with the path.
+    base_group, base, new_group, new, n_groups = _crafted_groups(seed)
+    base, new = np.round(base, 3), np.round(new, 3)
+    both = np.concatenate([base, new])
+    assert stats_module._packed(np.concatenate([base_group, new_group]), both,
+                                n_groups) is not None
+    got = mann_whitney_by_group(base_group, base, new_group, new, n_groups)
+    want = _per_group_scipy(base_group, base, new_group, new, n_groups)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("odd", [12.3456789, -0.5, np.inf])
+def test_mann_whitney_off_the_grid_falls_back_and_equals_scipy(odd):
+    # One value off the grid (more decimals, negative, infinite) sends every group to
+    # the general sort; the p-values stay scipy's.
+    base_group, base, new_group, new, n_groups = _crafted_groups(4)
+    base, new = np.round(base, 3), np.round(new, 3)
+    base[0] = odd
+    assert stats_module._packed(np.concatenate([base_group, new_group]),
+                                np.concatenate([base, new]), n_groups) is None
+    got = mann_whitney_by_group(base_group, base, new_group, new, n_groups)
+    want = _per_group_scipy(base_group, base, new_group, new, n_groups)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("on_grid", [True, False])
+def test_sorted_samples_give_pandas_medians_and_numpy_quantiles(on_grid):
+    # Medians and p95 read off the samples sorted once by (key, duration) must be the
+    # figures pandas' groupby (and numpy's hazen quantile, for sampled runs) give, to
+    # the last bit, on both sorting paths.
+    rng = np.random.default_rng(7)
+    keys = rng.integers(0, 400, 20_000)
+    values = rng.lognormal(3.0, 1.0, 20_000)
+    if on_grid:
+        values = np.round(values, 3)
+    values[:50] = 5.0  # ties
+    ordered = stats_module.sorted_samples(keys, values, 400)
+    assert (stats_module._packed(keys, values, 400) is not None) == on_grid
+    np.testing.assert_array_equal(ordered[0], np.sort(keys))
+    np.testing.assert_array_equal(np.sort(ordered[1]), np.sort(values))
+    by_key = pd.Series(values).groupby(keys)
+    median = stats_module.sorted_group_median(*ordered)
+    linear = stats_module.sorted_group_quantile(*ordered, 0.95)
+    hazen = stats_module.sorted_group_quantile(*ordered, 0.95, "hazen")
+    np.testing.assert_array_equal(median.reindex(by_key.median().index), by_key.median())
+    np.testing.assert_array_equal(linear.reindex(by_key.median().index),
+                                  by_key.quantile(0.95))
+    np.testing.assert_array_equal(
+        hazen.reindex(by_key.median().index),
+        by_key.agg(lambda v: np.quantile(v, 0.95, method="hazen")))
+
+
+def test_sorted_group_figures_worked_by_hand():
+    # Key 3: [1, 2, 4, 10] → median (2 + 4)/2 = 3; p95 linear at 0.95·3 = 2.85 →
+    # 4 + 0.85·6 = 9.1; hazen at 4·0.95 − 0.5 = 3.3 → clipped to the last, 10.
+    # Key 8: [7] → 7 everywhere.
+    ordered = stats_module.sorted_samples(np.array([3, 8, 3, 3, 3]),
+                                          np.array([10.0, 7.0, 2.0, 1.0, 4.0]), 9)
+    assert ordered[0].tolist() == [3, 3, 3, 3, 8]
+    assert ordered[1].tolist() == [1.0, 2.0, 4.0, 10.0, 7.0]
+    assert stats_module.sorted_group_median(*ordered).to_dict() == {3: 3.0, 8: 7.0}
+    linear = stats_module.sorted_group_quantile(*ordered, 0.95)
+    assert linear[3] == pytest.approx(9.1) and linear[8] == 7.0
+    assert stats_module.sorted_group_quantile(*ordered, 0.95, "hazen").to_dict() == {
+        3: 10.0, 8: 7.0}
+
+
+def test_order_by_group_is_stable_for_small_and_large_ids():
+    ids = np.array([2, 0, 2, 1, 0])
+    assert order_by_group(ids, 3).tolist() == [1, 4, 3, 0, 2]
+    assert order_by_group(ids * 20_000, 40_001).tolist() == [1, 4, 3, 0, 2]
 
 
 def test_hand_worked_mann_whitney():

@@ -15,6 +15,9 @@ from .stats import (
     ratio_interval,
     smallest_p_mann_whitney,
     smallest_p_signed_rank,
+    sorted_group_median,
+    sorted_group_quantile,
+    sorted_samples,
     wilcoxon_signed_rank,
 )
 
@@ -41,23 +44,30 @@ def _sample_keys(summary: RunSummary, keys: np.ndarray) -> np.ndarray:
     return keys[rows] if len(rows) else np.zeros(0, dtype=np.int64)
 
 
-def _side_stats(summary: RunSummary, keys: np.ndarray, n_units: int,
-                prefix: str) -> pd.DataFrame:
+def _ordered_samples(summary: RunSummary, keys: np.ndarray,
+                     n_keys: int) -> tuple[np.ndarray, np.ndarray]:
+    """A side's samples ordered by (key, duration): its median, p95, ranks and slices.
+
+    Sorted once, for ``_side_stats``, the Mann-Whitney ranks and the intervals' slices.
+    """
+    return sorted_samples(_sample_keys(summary, keys),
+                          summary.samples["dur_us"].to_numpy(dtype=float), n_keys)
+
+
+def _side_stats(summary: RunSummary, keys: np.ndarray, n_units: int, prefix: str,
+                ordered: tuple[np.ndarray, np.ndarray]) -> pd.DataFrame:
     """Counts and totals per key, exact from the summary; median and p95 from its samples."""
     ops = summary.ops
     frame = pd.DataFrame({"key_id": keys, "count": ops["count"].to_numpy(),
                           "total": ops["total_us"].to_numpy(), "unit": units_of(ops).to_numpy()})
     grouped = frame.groupby("key_id")
-    durations = pd.Series(summary.samples["dur_us"].to_numpy()).groupby(
-        _sample_keys(summary, keys))
     stats = pd.DataFrame({"instances": grouped["count"].sum(),
                           "total_us": grouped["total"].sum() / n_units})
     stats["mean_us"] = stats["total_us"] * n_units / stats["instances"]
-    stats["median_us"] = durations.median()
-    if summary.sampled:  # the samples sit at the (i + ½)/k quantiles: read them alike
-        stats["p95_us"] = durations.agg(lambda v: np.quantile(v, 0.95, method="hazen"))
-    else:
-        stats["p95_us"] = durations.quantile(0.95)
+    stats["median_us"] = sorted_group_median(*ordered)
+    # Sampled, the samples sit at the (i + ½)/k quantiles: read them alike.
+    stats["p95_us"] = sorted_group_quantile(*ordered, 0.95,
+                                            "hazen" if summary.sampled else "linear")
     stats["count"] = stats["instances"] / n_units
     per_unit = frame.groupby(["key_id", "unit"])["count"].sum().groupby("key_id")
     units_with_key = per_unit.size()
@@ -66,17 +76,26 @@ def _side_stats(summary: RunSummary, keys: np.ndarray, n_units: int,
     return stats.add_prefix(prefix)
 
 
-def _tested_samples(summary: RunSummary, keys: np.ndarray,
+def _tested_samples(ordered: tuple[np.ndarray, np.ndarray],
                     group_of_key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The samples of the tested keys: their group (position among tested keys), duration."""
-    sample_keys = _sample_keys(summary, keys)
-    durations = summary.samples["dur_us"].to_numpy(dtype=float)
+    """The samples of the tested keys, still in (group, duration) order.
+
+    Their group is the key's position among the tested keys, numbered in key order.
+    """
+    sample_keys, durations = ordered
     groups = group_of_key[sample_keys] if len(sample_keys) else np.zeros(0, np.int64)
     kept = groups >= 0
     return groups[kept], durations[kept]
 
 
+def _key_space(matched: Matched, *more: np.ndarray) -> int:
+    """One more than the largest key id either side (or ``more``) uses."""
+    return int(max(matched.base_key.max(initial=-1), matched.new_key.max(initial=-1),
+                   *(ids.max(initial=-1) for ids in more))) + 1
+
+
 def _test_keys(table: pd.DataFrame, base: RunSummary, new: RunSummary, matched: Matched,
+               ordered: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
                thresholds: Thresholds, limits: Limits) -> pd.DataFrame:
     """Per key tested (same shapes, both sides): BH-adjusted p, ratio CI, sample sizes.
 
@@ -86,14 +105,12 @@ def _test_keys(table: pd.DataFrame, base: RunSummary, new: RunSummary, matched: 
     tested: ``tested`` False, ``p_value`` None. The ratio interval is per key, for keys
     with enough durations.
     """
-    testable = table.index[table["same_shape"] & (table["base_instances"] > 0)
-                           & (table["new_instances"] > 0)].to_numpy(np.int64)
-    size = int(max(matched.base_key.max(initial=-1), matched.new_key.max(initial=-1),
-                   testable.max(initial=-1))) + 1
-    group_of_key = np.full(size, -1, dtype=np.int64)
+    testable = np.sort(table.index[table["same_shape"] & (table["base_instances"] > 0)
+                                   & (table["new_instances"] > 0)].to_numpy(np.int64))
+    group_of_key = np.full(_key_space(matched, testable), -1, dtype=np.int64)
     group_of_key[testable] = np.arange(len(testable))
-    base_group, base_dur = _tested_samples(base, matched.base_key, group_of_key)
-    new_group, new_dur = _tested_samples(new, matched.new_key, group_of_key)
+    base_group, base_dur = _tested_samples(ordered[0], group_of_key)
+    new_group, new_dur = _tested_samples(ordered[1], group_of_key)
     n_base = np.bincount(base_group, minlength=len(testable))
     n_new = np.bincount(new_group, minlength=len(testable))
     sampled = (n_base > 0) & (n_new > 0)  # a key without samples on a side is not tested
@@ -110,17 +127,15 @@ def _test_keys(table: pd.DataFrame, base: RunSummary, new: RunSummary, matched: 
     ci_low = np.full(len(keys), np.nan)
     ci_high = np.full(len(keys), np.nan)
     wide = np.flatnonzero(smallest >= thresholds.min_ci_instances)
-    if len(wide):
-        base_order = np.argsort(base_group, kind="stable")
-        new_order = np.argsort(new_group, kind="stable")
+    if len(wide):  # each group's durations are one slice of its side
         base_bounds = np.concatenate(([0], np.cumsum(n_base)))
         new_bounds = np.concatenate(([0], np.cumsum(n_new)))
         groups = np.flatnonzero(sampled)
         for i in wide:
             g = groups[i]
             low, high = ratio_interval(
-                base_dur[base_order[base_bounds[g]:base_bounds[g + 1]]],
-                new_dur[new_order[new_bounds[g]:new_bounds[g + 1]]],
+                base_dur[base_bounds[g]:base_bounds[g + 1]],
+                new_dur[new_bounds[g]:new_bounds[g + 1]],
                 thresholds.confidence, limits.max_pairs_per_side)
             ci_low[i] = np.nan if low is None else low
             ci_high[i] = np.nan if high is None else high
@@ -239,8 +254,13 @@ def compare_operators(base: Run, new: Run, matched: Matched, thresholds: Thresho
                                                          len(new.summary.ops)):
         raise ValueError("match() was given other rows than the runs' summary.ops")
     table = matched.keys.set_index("key_id")
-    table = table.join(_side_stats(base.summary, matched.base_key, base_units, "base_"))
-    table = table.join(_side_stats(new.summary, matched.new_key, new_units, "new_"))
+    n_keys = _key_space(matched, table.index.to_numpy(np.int64))
+    ordered = (_ordered_samples(base.summary, matched.base_key, n_keys),
+               _ordered_samples(new.summary, matched.new_key, n_keys))
+    table = table.join(_side_stats(base.summary, matched.base_key, base_units, "base_",
+                                   ordered[0]))
+    table = table.join(_side_stats(new.summary, matched.new_key, new_units, "new_",
+                                   ordered[1]))
     for side in ("base", "new"):
         for column in ("instances", "count", "total_us", "count_min", "count_max"):
             table[f"{side}_{column}"] = table[f"{side}_{column}"].fillna(0)
@@ -251,8 +271,8 @@ def compare_operators(base: Run, new: Run, matched: Matched, thresholds: Thresho
                                       table["delta_us"] / table["base_total_us"] * 100, np.nan)
     table = table.join(_effects(table))
     table["same_shape"] = table["match_kind"].isin(SAME_SHAPE_KINDS)
-    table = table.join(_test_keys(table, base.summary, new.summary, matched, thresholds,
-                                  limits))
+    table = table.join(_test_keys(table, base.summary, new.summary, matched, ordered,
+                                  thresholds, limits))
     paired = table["paired_change_pct"].notna()
     table["instance_change_pct"] = table["instance_change_pct"].where(
         ~paired, table["paired_change_pct"])

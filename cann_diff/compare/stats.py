@@ -32,6 +32,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from ..settings import DEFAULT_LIMITS, DEFAULT_THRESHOLDS
 
@@ -150,6 +151,116 @@ def _normal_sf_times_two(z: np.ndarray) -> np.ndarray:
     return special.ndtr(-z) * 2
 
 
+# Durations read from text carry at most three decimals of a microsecond: as whole
+# nanoseconds they pack with their group (and side) into one int64, and one plain sort
+# orders them all (≈ 3× faster than an argsort by value and a stable regroup; on samples
+# already in order a stable sort only merges).
+_NS_PER_US = 1000
+
+
+def order_by_group(groups: np.ndarray, n_groups: int) -> np.ndarray:
+    """Stable order by group id: a radix sort when the ids fit in 16 bits."""
+    small = np.int16 if n_groups < np.iinfo(np.int16).max else np.int64
+    return np.argsort(groups.astype(small, copy=False), kind="stable")
+
+
+def _packed(groups: np.ndarray, values: np.ndarray, n_groups: int,
+            side: np.ndarray | None = None) -> tuple[np.ndarray, int] | None:
+    """(group, nanoseconds[, side]) in one int64, and the shift of the group.
+
+    None when a value is negative, not finite or off the nanosecond grid, or the bits run
+    out.
+    """
+    if not len(values) or not values.min() >= 0:  # NaN fails the comparison too
+        return None
+    ns = np.rint(values * _NS_PER_US)
+    top = ns.max()
+    if not top < 2.0**53 or not np.array_equal(ns / _NS_PER_US, values):
+        return None
+    low = 0 if side is None else 1
+    shift = int(top).bit_length() + low
+    if shift + max(int(n_groups - 1).bit_length(), 1) > 63:
+        return None
+    packed = groups.astype(np.int64) << shift
+    packed |= ns.astype(np.int64) << low
+    if side is not None:
+        packed |= side
+    return packed, shift
+
+
+def sorted_samples(groups: np.ndarray, values: np.ndarray,
+                   n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """The samples ordered by (group, value): their groups and values."""
+    values = np.asarray(values, dtype=float)
+    packed = _packed(groups, values, n_groups)
+    if packed is not None:
+        keys, shift = packed
+        keys.sort()
+        return keys >> shift, (keys & ((1 << shift) - 1)) / _NS_PER_US
+    by_value = np.argsort(values)
+    order = by_value[order_by_group(groups[by_value], n_groups)]
+    return groups[order], values[order]
+
+
+def _group_runs(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each group starts in samples ordered by group, and its size."""
+    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]]) if len(groups) \
+        else np.zeros(0, np.int64)
+    return starts, np.diff(np.append(starts, len(groups)))
+
+
+def sorted_group_median(groups: np.ndarray, values: np.ndarray) -> pd.Series:
+    """Per group (index), the median of samples ordered by (group, value).
+
+    As pandas computes it: the mean of the middle two of an even count.
+    """
+    starts, counts = _group_runs(groups)
+    low, high = values[starts + (counts - 1) // 2], values[starts + counts // 2]
+    return pd.Series((low + high) / 2, index=groups[starts])
+
+
+def sorted_group_quantile(groups: np.ndarray, values: np.ndarray, q: float,
+                          method: str = "linear") -> pd.Series:
+    """Per group (index), the q-quantile of samples ordered by (group, value).
+
+    ``linear`` as pandas' groupby quantile gives it, ``hazen`` as numpy's
+    ``quantile(method="hazen")`` (each with its own interpolation formula, so the
+    figures agree to the last bit).
+    """
+    starts, counts = _group_runs(groups)
+    if method == "hazen":
+        # numpy's virtual index for alpha = beta = ½, in its order of operations
+        position = np.clip(counts * q + (0.5 + q * 0.0) - 1, 0, counts - 1)
+    else:
+        position = q * (counts - 1)
+    below = np.floor(position).astype(np.int64)
+    low = values[starts + below]
+    high = values[starts + np.minimum(below + 1, counts - 1)]
+    t = position - below
+    if method == "hazen":  # numpy's lerp: from the nearer end
+        value = np.where(t >= 0.5, high - (high - low) * (1 - t), low + (high - low) * t)
+    else:
+        value = low + (high - low) * t
+    return pd.Series(value, index=groups[starts])
+
+
+def _by_group_and_value(groups: np.ndarray, values: np.ndarray, is_base: np.ndarray,
+                        n_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The samples ordered by (group, value): groups, tie values and sides.
+
+    The tie values are equal exactly where the durations tie.
+    """
+    packed = _packed(groups, values, n_groups, is_base)
+    if packed is not None:
+        keys, shift = packed
+        keys.sort(kind="stable")  # each side comes in order from sorted_samples: a merge
+        return keys >> shift, keys >> 1, (keys & 1).astype(bool)
+    # By value, then stably by group: much faster than np.lexsort over (group, value).
+    by_value = np.argsort(values)
+    order = by_value[order_by_group(groups[by_value], n_groups)]
+    return groups[order], values[order], is_base[order]
+
+
 def mann_whitney_by_group(base_group: np.ndarray, base: np.ndarray, new_group: np.ndarray,
                           new: np.ndarray, n_groups: int) -> np.ndarray:
     """Two-sided Mann-Whitney p of base vs new within every group ``0 … n_groups − 1``, at once.
@@ -169,12 +280,7 @@ def mann_whitney_by_group(base_group: np.ndarray, base: np.ndarray, new_group: n
     groups = np.concatenate([base_group, new_group])
     values = np.concatenate([base, new])
     is_base = np.concatenate([np.ones(len(base), bool), np.zeros(len(new), bool)])
-    # By value, then stably by group: a radix sort on small group ids, much faster than
-    # np.lexsort over (group, value).
-    by_value = np.argsort(values)
-    small = np.int16 if n_groups < np.iinfo(np.int16).max else np.int64
-    order = by_value[np.argsort(groups[by_value].astype(small), kind="stable")]
-    groups, values, is_base = groups[order], values[order], is_base[order]
+    groups, values, is_base = _by_group_and_value(groups, values, is_base, n_groups)
     size = len(values)
     n1 = np.bincount(base_group, minlength=n_groups).astype(float)
     n2 = np.bincount(new_group, minlength=n_groups).astype(float)
