@@ -24,6 +24,10 @@ data and is not tracked). Then, each repeated ``--repeat`` times (median reporte
   is on PATH or given with ``--msprof-analyze`` (it needs a trace_view.json to start, so it
   runs on a hard-linked view of the pair with an empty one, see ``msprof_view``).
 
+The floor and e2e runs alternate, each e2e run right after a floor run, and e2e / floor is
+the median of those paired ratios: the machine's speed drifts, and a ratio of medians
+taken minutes apart can be off by more than the change being measured.
+
 Printed as a Markdown table (and saved as JSON with ``--json FILE``): e2e / floor,
 peak RSS / input bytes (all files cann-diff reads, both sides) and seconds per million
 rows per side (linearity).
@@ -194,17 +198,20 @@ def measure(rows: int, args: argparse.Namespace, startup: tuple[float, int],
     files = [str(p) for p in floor_files(pair)]
     floor_cmd = [sys.executable, "-c", FLOOR_SCRIPT, json.dumps(FLOOR_COLUMNS), *files]
     run_child(floor_cmd)  # warm the page cache
-    floors = []
-    for _ in range(args.repeat):
-        _, rss, stdout = run_child(floor_cmd)
-        floors.append(json.loads(stdout) | {"rss": rss})
-    e2e, e2e_cpu = [], []
+    # Each e2e run right after its floor run: the machine's speed drifts (1.7x within an
+    # hour here), and a ratio is only fair between runs made side by side.
+    floors, e2e, e2e_cpu = [], [], []
     with tempfile.TemporaryDirectory(dir=args.data_dir) as tmp:
         for i in range(args.repeat):
+            _, rss, stdout = run_child(floor_cmd)
+            floors.append(json.loads(stdout) | {"rss": rss})
             out = Path(tmp) / f"report{i}"
             wall, rss, _ = run_cann_diff(pair / "base", pair / "new", out, args, e2e_cpu)
             e2e.append((wall, rss))
-            print(f"    e2e run {i + 1}: {wall:.2f} s, {rss / 2**20:.0f} MiB", file=sys.stderr)
+            print(f"    e2e run {i + 1}: {wall:.2f} s, {rss / 2**20:.0f} MiB "
+                  f"(floor beside it {floors[-1]['seconds']:.2f} s)", file=sys.stderr)
+    ratios = [wall / floor["seconds"] for (wall, _), floor in zip(e2e, floors)]
+    cpu_ratios = [cpu / floor["cpu"] for cpu, floor in zip(e2e_cpu, floors) if floor["cpu"]]
     result = {
         "rows_per_side": rows, "ranks": ranks, "comm_fraction": comm_fraction,
         "input_bytes": total_bytes, "kernel_csv_bytes": csv_bytes,
@@ -217,6 +224,9 @@ def measure(rows: int, args: argparse.Namespace, startup: tuple[float, int],
         "e2e_cpu_s": statistics.median(e2e_cpu),
         "e2e_s": statistics.median(e[0] for e in e2e),
         "e2e_all_s": [round(e[0], 3) for e in e2e],
+        "ratio_paired": statistics.median(ratios),
+        "ratio_all": [round(r, 3) for r in ratios],
+        "cpu_ratio_paired": statistics.median(cpu_ratios) if cpu_ratios else None,
         "peak_rss": statistics.median(e[1] for e in e2e),
         "startup_s": startup[0], "startup_rss": startup[1], "src": args.revision,
     }
@@ -307,9 +317,9 @@ def table(results: list[dict]) -> str:
             f", {r['comm_fraction']:g} collectives" if r.get("comm_fraction") else "")
         cells = [label, f"{r['input_bytes'] / 1e6:,.0f}",
                  f"{r['floor_s']:.3f}", f"{r['e2e_s']:.2f}",
-                 f"{r['e2e_s'] / r['floor_s']:.1f}×",
+                 f"{r.get('ratio_paired', r['e2e_s'] / r['floor_s']):.1f}×",
                  f"{max(0.0, r['e2e_s'] - r['startup_s']) / r['floor_s']:.1f}×",
-                 f"{r['e2e_cpu_s'] / r['floor_cpu_s']:.1f}×",
+                 f"{r.get('cpu_ratio_paired') or r['e2e_cpu_s'] / r['floor_cpu_s']:.1f}×",
                  f"{r['peak_rss'] / 1e6:,.0f}", f"{r['peak_rss'] / r['input_bytes']:.2f}×",
                  f"{max(0, r['peak_rss'] - r['startup_rss']) / r['input_bytes']:.2f}×",
                  f"{r['e2e_s'] / m:.2f}", marginal]
@@ -327,7 +337,8 @@ def table(results: list[dict]) -> str:
                  "of communication.json, both sides; CPU = user + system seconds of the whole "
                  "process tree (the floor's measured inside its process, around the reads); "
                  "peak RSS = the largest process; medians of "
-                 f"{len(results[0]['e2e_all_s'])} runs.")
+                 f"{len(results[0]['e2e_all_s'])} runs; e2e/floor and CPU e2e/floor are "
+                 "medians of the ratios of each e2e run to the floor run made just before it.")
     return "\n".join(lines)
 
 
