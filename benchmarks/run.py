@@ -199,10 +199,14 @@ def measure(rows: int, args: argparse.Namespace, startup: tuple[float, int],
     floor_cmd = [sys.executable, "-c", FLOOR_SCRIPT, json.dumps(FLOOR_COLUMNS), *files]
     run_child(floor_cmd)  # warm the page cache
     # Each e2e run right after its floor run: the machine's speed drifts (1.7x within an
-    # hour here), and a ratio is only fair between runs made side by side.
+    # hour here), and a ratio is only fair between runs made side by side. Each timed run
+    # also follows a run that has just freed as much memory: memory freed seconds ago is
+    # slow to take again here (a floor run right after an e2e run took 2-4x as long as
+    # one right after another floor run, with its files in the page cache either way).
     floors, e2e, e2e_cpu = [], [], []
     with tempfile.TemporaryDirectory(dir=args.data_dir) as tmp:
         for i in range(args.repeat):
+            run_child(floor_cmd)
             _, rss, stdout = run_child(floor_cmd)
             floors.append(json.loads(stdout) | {"rss": rss})
             out = Path(tmp) / f"report{i}"
