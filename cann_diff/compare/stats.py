@@ -20,7 +20,9 @@
   "not significant" only).
 
 Speed: the per-key tests run in one pass over all keys (``mann_whitney_by_group``: one
-sort, ranks within groups, scipy's normal approximation with tie correction written out);
+sort, ranks within groups, scipy's normal approximation with tie correction written out;
+durations on the nanosecond grid sort as packed integers, and a side sorted once by
+``sorted_samples`` also gives its medians and p95 without a groupby);
 small samples without ties get scipy's exact test, written out too. scipy.stats is never
 imported (it costs more than all the tests); scipy.special (the normal and t distribution
 functions) only where a p or an interval needs it.
