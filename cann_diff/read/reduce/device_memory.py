@@ -321,16 +321,35 @@ class RankMemory:
 _EMPTY_SUMMARIES: dict[tuple, MemorySummary] = {}
 
 
+def _layout(frame: pd.DataFrame) -> tuple:
+    return tuple(frame.columns), tuple(str(t) for t in frame.dtypes)
+
+
 def _summarize(frames: dict[str, pd.DataFrame]) -> MemorySummary:
+    """The rank's memory summary; one shared object for every rank without memory.
+
+    Most ranks of a cluster hold no memory files. Their empty frames are summarized
+    once, and the one summary is handed out to all of them: a rank's summary is only
+    read (stacked with the other ranks'), and a worker's chunk of ranks then pickles it
+    once on its way back instead of five empty frames per rank.
+    """
     raw = [frames[name] for name in RAW_FRAMES]
     if any(len(frame) for frame in raw):
         return summarize_memory(*raw)
-    # Most ranks of a cluster hold no memory files: summarize their empty frames once.
-    key = tuple((tuple(frame.columns), tuple(str(t) for t in frame.dtypes)) for frame in raw)
+    key = tuple(_layout(frame) for frame in raw)
     if key not in _EMPTY_SUMMARIES:
         _EMPTY_SUMMARIES[key] = summarize_memory(*raw)
-    known = _EMPTY_SUMMARIES[key]
-    return MemorySummary(**{name: getattr(known, name).copy() for name in SUMMARY_FRAMES})
+    return _EMPTY_SUMMARIES[key]
+
+
+# The empty copies frame a rank without copies hands back, shared like its summary.
+_EMPTY_COPIES: dict[tuple, pd.DataFrame] = {}
+
+
+def _shared_if_empty(frame: pd.DataFrame) -> pd.DataFrame:
+    if len(frame):
+        return frame
+    return _EMPTY_COPIES.setdefault(_layout(frame), frame)
 
 
 def read_rank_memory(source: Path, keep_rows: bool,
@@ -345,7 +364,7 @@ def read_rank_memory(source: Path, keep_rows: bool,
         frames = keep_inside(frames, intervals)
     raw = {name: frames[name] for name in RAW_FRAMES} if keep_rows else None
     return RankMemory(rank_dir_of(_locate(source)[0]).name, _summarize(frames),
-                      frames["copies"], notes, recorded, raw)
+                      _shared_if_empty(frames["copies"]), notes, recorded, raw)
 
 
 # --------------------------------------------------------------------------- one input
