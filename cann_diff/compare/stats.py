@@ -199,9 +199,17 @@ def sorted_samples(groups: np.ndarray, values: np.ndarray,
         keys, shift = packed
         keys.sort()
         return keys >> shift, (keys & ((1 << shift) - 1)) / _NS_PER_US
-    by_value = np.argsort(values)
-    order = by_value[order_by_group(groups[by_value], n_groups)]
+    order = _by_value_then_group(groups, values, n_groups)
     return groups[order], values[order]
+
+
+def _by_value_then_group(groups: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
+    """The order by (group, value) of any values: by value, then stably by group.
+
+    Much faster than np.lexsort over (group, value).
+    """
+    by_value = np.argsort(values)
+    return by_value[order_by_group(groups[by_value], n_groups)]
 
 
 def _group_runs(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -257,9 +265,7 @@ def _by_group_and_value(groups: np.ndarray, values: np.ndarray, is_base: np.ndar
         keys, shift = packed
         keys.sort(kind="stable")  # each side comes in order from sorted_samples: a merge
         return keys >> shift, keys >> 1, (keys & 1).astype(bool)
-    # By value, then stably by group: much faster than np.lexsort over (group, value).
-    by_value = np.argsort(values)
-    order = by_value[order_by_group(groups[by_value], n_groups)]
+    order = _by_value_then_group(groups, values, n_groups)
     return groups[order], values[order], is_base[order]
 
 
