@@ -26,7 +26,8 @@ data and is not tracked). Then, each repeated ``--repeat`` times (median reporte
 
 The floor and e2e runs alternate, each e2e run right after a floor run, and e2e / floor is
 the median of those paired ratios: the machine's speed drifts, and a ratio of medians
-taken minutes apart can be off by more than the change being measured.
+taken minutes apart can be off by more than the change being measured. Each timed floor
+run follows an untimed one (right after an e2e run a floor run took 2-4x as long).
 
 Printed as a Markdown table (and saved as JSON with ``--json FILE``): e2e / floor,
 peak RSS / input bytes (all files cann-diff reads, both sides) and seconds per million
@@ -197,7 +198,6 @@ def measure(rows: int, args: argparse.Namespace, startup: tuple[float, int],
     total_bytes, csv_bytes = input_bytes(pair)
     files = [str(p) for p in floor_files(pair)]
     floor_cmd = [sys.executable, "-c", FLOOR_SCRIPT, json.dumps(FLOOR_COLUMNS), *files]
-    run_child(floor_cmd)  # warm the page cache
     # Each e2e run right after its floor run: the machine's speed drifts (1.7x within an
     # hour here), and a ratio is only fair between runs made side by side. Each timed run
     # also follows a run that has just freed as much memory: memory freed seconds ago is
@@ -206,7 +206,7 @@ def measure(rows: int, args: argparse.Namespace, startup: tuple[float, int],
     floors, e2e, e2e_cpu = [], [], []
     with tempfile.TemporaryDirectory(dir=args.data_dir) as tmp:
         for i in range(args.repeat):
-            run_child(floor_cmd)
+            run_child(floor_cmd)  # untimed: it also warms the page cache
             _, rss, stdout = run_child(floor_cmd)
             floors.append(json.loads(stdout) | {"rss": rss})
             out = Path(tmp) / f"report{i}"
