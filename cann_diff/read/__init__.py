@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -123,9 +124,19 @@ def read_and_reduce_many(plan: RankPlan, sources: list[RankSource],
     """
     counts: list[int | None] = []  # per source: None for one rank, else its ranks
 
+    def each_read():
+        # Each source's read, in order: a run of one format's sources is read together
+        # when the format offers it (``Format.read_ranks``: small ranks as stacks).
+        for _, grouped in groupby(sources, key=lambda source: source.format.name):
+            run = list(grouped)
+            fmt = run[0].format
+            if fmt.read_ranks is not None and len(run) > 1:
+                yield from fmt.read_ranks([source.path for source in run])
+            else:
+                yield from (source.format.read_rank(source.path) for source in run)
+
     def read():
-        for number, source in enumerate(sources, 1):
-            result = source.format.read_rank(source.path)
+        for number, result in enumerate(each_read(), 1):
             counts.append(len(result) if isinstance(result, list) else None)
             yield from result if isinstance(result, list) else [result]
             if progress is not None and number < len(sources):  # the last once all is done

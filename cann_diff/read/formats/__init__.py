@@ -2,7 +2,9 @@
 
 A format module offers ``FORMAT`` (its name in report.json), ``LOOKS_FOR`` (what it looks
 for, quoted when nothing is found), ``is_rank_dir(path)`` (one rank's result) and
-``read_rank(path) -> RankData`` (or a list, for a cluster summary). The modules beside
+``read_rank(path) -> RankData`` (or a list, for a cluster summary), and may offer
+``read_ranks(paths)``, the same for many ranks at once (``torch_text``: small ranks read as
+stacks, ``text_batch``). The modules beside
 them parse what several formats share (CSV, JSON, traces, dbs, memory files,
 provenance) and refuse what is not sane; nothing here derives canonical names or
 reduces. ``find_rank_sources`` decides the layout of an input and lists its ranks.
@@ -10,7 +12,7 @@ reduces. ``find_rank_sources`` decides the layout of an input and lists its rank
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,12 +32,14 @@ class Format:
     looks_for: str
     is_rank_dir: Callable[[Path], bool]
     read_rank: Callable[[Path], RankData | list[RankData]]
+    # ``read_rank`` of several paths in order, faster than one by one (None: not offered).
+    read_ranks: Callable[[list[Path]], Iterable[RankData]] | None = None
 
 
 def _format(module: Any, is_rank_dir: Callable[[Path], bool] | None = None) -> Format:
     """A format module's own declaration: what it reads, how it knows, how it reads."""
     return Format(module.FORMAT, module.LOOKS_FOR, is_rank_dir or module.is_rank_dir,
-                  module.read_rank)
+                  module.read_rank, getattr(module, "read_ranks", None))
 
 
 # In priority order: the first that accepts a path reads it (a db only with kernels).

@@ -57,6 +57,8 @@ STEP_HEADERS = {
     "Preparing": "preparing",
 }
 NULLS = ["", "N/A", "NA", "null", "NULL"]
+# The step figures a step table must have.
+STEP_NEEDED = ("computing", "communication_not_overlapped", "free", "stage")
 
 
 def read_header(path: Path) -> list[str]:
@@ -371,21 +373,28 @@ def integer_ids(values, path: Path, header: str) -> pd.arrays.IntegerArray:
     return pd.arrays.IntegerArray(np.where(missing, 0, numbers).astype(np.int64), missing)
 
 
-def _check_starts(frame: pd.DataFrame, path: Path, column: str) -> None:
-    """All rows at one instant: the starts lost their precision (re-saved elsewhere)."""
+def _check_starts(frame: pd.DataFrame, path: Path, column: str,
+                  bounds: np.ndarray | None = None) -> None:
+    """All rows at one instant: the starts lost their precision (re-saved elsewhere).
+
+    ``bounds``: where each file's rows start in a stack of files, and the end (None: one
+    file); each file is judged alone.
+    """
     start = frame["start_ns"].to_numpy()
-    if len(start) > 2 and start.min() == start.max():
-        raise InputError(path, f"all {len(start)} rows have the same {column}: the "
+    bounds = np.array([0, len(start)]) if bounds is None else bounds
+    lengths = np.diff(bounds)
+    if not (lengths > 2).any():
+        return
+    same = np.minimum.reduceat(start, bounds[:-1]) == np.maximum.reduceat(start, bounds[:-1])
+    if (same & (lengths > 2)).any():
+        count = int(lengths[same & (lengths > 2)][0])
+        raise InputError(path, f"all {count} rows have the same {column}: the "
                                "timestamps lost their precision (re-saved by a spreadsheet?); "
                                "use the profiler's own export")
 
 
-def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
-    """Read kernel_details.csv or op_summary_*.csv into raw canonical columns.
-
-    Returns the frame (``op_name``, ``op_type_raw``, ``core``, ``start_ns``, ``dur_us``,
-    ``step``, ``device_id``, ``input_shapes``, ``input_dtypes``) and warnings.
-    """
+def kernel_columns(path: Path) -> dict[str, str]:
+    """The columns a kernel table is read by (canonical field -> header), or refused."""
     header = read_header(path)
     picked = _pick(header, KERNEL_HEADERS)
     if "Task Start Time" in header or "Task Duration" in header:
@@ -395,9 +404,12 @@ def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
         raise SchemaError(path, f"missing column(s) {', '.join(missing)}; header is "
                                 f"{brief(','.join(header[:8]), 160)}"
                                 f"{',…' if len(header) > 8 else ''}")
-    # A small table's text stays text: its categoricals would be built, checked and then
-    # stacked with other ranks' (rank_reduce) only to be derived again.
-    dictionary = DICTIONARY_FIELDS if require_file(path) > TEXT_TABLE_BYTES else ()
+    return picked
+
+
+def kernel_arrow(path: Path, picked: dict[str, str], dictionary: tuple[str, ...] = ()
+                 ) -> tuple[pa.Table, int]:
+    """The kernel table as Arrow read it and its count of skipped rows; no rows refused."""
     try:
         table, skipped = read_table_counted(path, picked, dictionary,
                                             numeric=("dur_us", "step"))
@@ -405,16 +417,22 @@ def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
         table, skipped = read_table_counted(path, picked, dictionary)
     if not table.num_rows:
         raise InputError(path, "no kernel rows (header only)")
-    warnings = []
-    if skipped:
-        warnings.append(f"{path.name}: {skipped} malformed row(s) (wrong number of fields) "
-                        "skipped")
+    return table, skipped
+
+
+def kernel_frame(table: pa.Table, path: Path, picked: dict[str, str],
+                 bounds: np.ndarray | None = None) -> pd.DataFrame:
+    """Arrow kernel rows → the raw canonical frame, checked; impossible durations kept.
+
+    ``bounds``: the files' row offsets when ``table`` stacks several (``text_batch``);
+    an error then names ``path``, the first of them.
+    """
     # The starts are parsed from the Arrow column and left out of the conversion: a pandas
     # pop of the column copied the frame's blocks (~0.3 ms a small file).
     start_ns = parse_us_to_ns(table.column("start"), path, picked["start"])
     frame = table.drop_columns(["start"]).to_pandas()
     frame["start_ns"] = start_ns
-    _check_starts(frame, path, picked["start"])
+    _check_starts(frame, path, picked["start"], bounds)
     if frame["dur_us"].dtype != np.float64:  # read as text: numbers, else NaN
         frame["dur_us"] = pd.to_numeric(frame["dur_us"], errors="coerce").astype("float64")
     if frame["dur_us"].isna().any():
@@ -422,14 +440,38 @@ def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
         raise SchemaError(path, f"{picked['dur_us']} is not a number", where=f"row {row + 2}")
     frame["step"] = integer_ids(frame["step"], path, picked["step"]) \
         if "step" in frame else pd.array([pd.NA] * len(frame), dtype="Int64")
-    frame, dropped = drop_impossible_durations(frame, path, picked["dur_us"])
-    warnings += dropped
     for field in ("op_type_raw", "core", "input_shapes", "input_dtypes"):
         if field not in frame:
             frame[field] = pd.Categorical([""] * len(frame))
+    return frame
+
+
+def no_shapes_warning(path: Path) -> str:
+    """The warning for a kernel table without shapes: its operators match by type."""
+    return (f"{path.name}: no Input Shapes column (Level0 or aic_metrics=None); "
+            "operators are matched by type only")
+
+
+def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
+    """Read kernel_details.csv or op_summary_*.csv into raw canonical columns.
+
+    Returns the frame (``op_name``, ``op_type_raw``, ``core``, ``start_ns``, ``dur_us``,
+    ``step``, ``device_id``, ``input_shapes``, ``input_dtypes``) and warnings.
+    """
+    picked = kernel_columns(path)
+    # A small table's text stays text: its categoricals would be built, checked and then
+    # stacked with other ranks' (rank_reduce) only to be derived again.
+    dictionary = DICTIONARY_FIELDS if require_file(path) > TEXT_TABLE_BYTES else ()
+    table, skipped = kernel_arrow(path, picked, dictionary)
+    warnings = []
+    if skipped:
+        warnings.append(f"{path.name}: {skipped} malformed row(s) (wrong number of fields) "
+                        "skipped")
+    frame, dropped = drop_impossible_durations(kernel_frame(table, path, picked), path,
+                                               picked["dur_us"])
+    warnings += dropped
     if "input_shapes" not in picked:
-        warnings.append(f"{path.name}: no Input Shapes column (Level0 or aic_metrics=None); "
-                        "operators are matched by type only")
+        warnings.append(no_shapes_warning(path))
     return frame, warnings
 
 
@@ -451,7 +493,7 @@ def _stage_figures(frame: pd.DataFrame) -> None:
             frame[field] = np.nan
 
 
-def _numeric_steps(table: pa.Table, path: Path, picked: dict[str, str]) -> pd.DataFrame:
+def numeric_steps(table: pa.Table, path: Path, picked: dict[str, str]) -> pd.DataFrame:
     """The step figures Arrow parsed, as ``_stage_figures`` and ``integer_ids`` make them.
 
     Built as one frame from the columns: on a rank's few steps, a column set at a time
@@ -474,6 +516,29 @@ def _numeric_steps(table: pa.Table, path: Path, picked: dict[str, str]) -> pd.Da
     return pd.DataFrame(columns)
 
 
+def step_columns(path: Path) -> dict[str, str]:
+    """The columns a step table is read by (canonical field -> header), or refused."""
+    header = read_header(path)
+    picked = {field: h for h, field in STEP_HEADERS.items() if h in header}
+    missing = [h for h, f in STEP_HEADERS.items() if f in STEP_NEEDED and f not in picked]
+    if missing:
+        raise SchemaError(path, f"missing column(s) {', '.join(missing)}")
+    return picked
+
+
+def step_arrow(path: Path, picked: dict[str, str]) -> pa.Table:
+    """The step table with its figures parsed by Arrow; InputError where one is no number."""
+    return read_table_counted(path, picked, numeric=STAGE_FIELDS)[0]
+
+
+def checked_steps(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """Refuse step figures that are no number, infinite or negative lengths of time."""
+    if any(np.isnan(frame[field].to_numpy(np.float64)).any() for field in STEP_NEEDED):
+        raise SchemaError(path, "non-numeric step figures")
+    check_step_figures(frame, path, {f: h for h, f in STEP_HEADERS.items()})
+    return frame
+
+
 def read_step_trace(path: Path) -> pd.DataFrame | None:
     """Read step_trace_time.csv (9, 10 or 11 columns) into µs figures per step.
 
@@ -482,15 +547,9 @@ def read_step_trace(path: Path) -> pd.DataFrame | None:
     Returns columns ``step``, ``device_id`` (when present) and ``STAGE_FIELDS``;
     figures the file lacks (``preparing`` in old files) are NaN.
     """
-    header = read_header(path)
-    picked = {field: h for h, field in STEP_HEADERS.items() if h in header}
-    needed = ("computing", "communication_not_overlapped", "free", "stage")
-    missing = [h for h, f in STEP_HEADERS.items() if f in needed and f not in picked]
-    if missing:
-        raise SchemaError(path, f"missing column(s) {', '.join(missing)}")
+    picked = step_columns(path)
     try:  # Arrow parses the figures; a value that is no number is read again as text
-        table = read_table_counted(path, picked, numeric=STAGE_FIELDS)[0]
-        frame = _numeric_steps(table, path, picked)
+        frame = numeric_steps(step_arrow(path, picked), path, picked)
     except InputError:
         frame = read_csv_columns(path, picked)
         if not frame.empty:
@@ -499,7 +558,4 @@ def read_step_trace(path: Path) -> pd.DataFrame | None:
                 if "step" in frame else pd.array([pd.NA] * len(frame), dtype="Int64")
     if frame.empty:
         return None
-    if any(np.isnan(frame[field].to_numpy(np.float64)).any() for field in needed):
-        raise SchemaError(path, "non-numeric step figures")
-    check_step_figures(frame, path, {f: h for h, f in STEP_HEADERS.items()})
-    return frame
+    return checked_steps(frame, path)

@@ -92,7 +92,7 @@ def _objects(path: Path, keys: list[str], what: str, values: list) -> None:
         raise SchemaError(path, f"{brief(keys[bad])}: {what} must be an object")
 
 
-def comm_frame(path: Path, ranks: list[int], steps: list[int | None], keys: list[str],
+def comm_frame(path: Path, ranks: list[int] | np.ndarray, steps: list[int | None], keys: list[str],
                infos: list[dict]) -> pd.DataFrame:
     """One row per communication op (``name@group`` keys and their info objects).
 
@@ -130,6 +130,14 @@ def read_communication(path: Path, rank: int) -> pd.DataFrame:
 
 
 def _read_communication(path: Path, rank: int) -> pd.DataFrame:
+    steps, keys, infos = comm_entries(path)
+    frame = comm_frame(path, [rank] * len(keys), steps, keys, infos)
+    frame["comm_type"] = comm_types_of(frame["op_name"])
+    return frame
+
+
+def comm_entries(path: Path) -> tuple[list[int | None], list[str], list[dict]]:
+    """communication.json's ops: each one's step, ``name@group`` key and info object."""
     data = load_json(path)
     if not isinstance(data, dict):
         raise SchemaError(path, "expected an object keyed by step")
@@ -149,9 +157,7 @@ def _read_communication(path: Path, rank: int) -> pd.DataFrame:
             keys += [key for key, _ in found]
             infos += [info for _, info in found]
             steps += [step] * len(found)
-    frame = comm_frame(path, [rank] * len(keys), steps, keys, infos)
-    frame["comm_type"] = comm_types_of(frame["op_name"])
-    return frame
+    return steps, keys, infos
 
 
 def comm_types_of(op_names: pd.Series) -> np.ndarray:

@@ -9,10 +9,16 @@ Layout (docs/formats.md §1.1)::
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
+from ...errors import CannDiffError
 from ..rank_data import RankData
-from .csv_files import read_kernel_table, read_step_trace
+from . import text_batch
+from .csv_files import TEXT_TABLE_BYTES, read_kernel_table, read_step_trace
 from .files import present
 from .json_files import read_communication, read_profiler_info
 
@@ -20,6 +26,8 @@ FORMAT = "ascend_pt_text"
 LOOKS_FOR = "ASCEND_PROFILER_OUTPUT/kernel_details.csv"
 OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 KERNELS = "kernel_details.csv"
+STEPS = "step_trace_time.csv"
+COMMUNICATION = "communication.json"
 
 
 def output_dir(rank_dir: Path) -> Path:
@@ -42,22 +50,118 @@ def rank_dir_of(path: Path) -> Path:
     return path.parent if path.name == OUTPUT_DIR else path
 
 
-def read_rank(path: Path) -> RankData:
-    """Read one rank's text export."""
+@dataclass(frozen=True)
+class _Rank:
+    """A rank's files and what its profiler_info says, before its tables are read."""
+
+    root: Path
+    out: Path
+    info: dict
+    warnings: tuple[str, ...]
+
+    @property
+    def rank(self) -> int | None:
+        return self.info.get("rank")
+
+    @property
+    def steps_file(self) -> Path:
+        return self.out / STEPS
+
+    @property
+    def comm_file(self) -> Path:
+        return self.out / COMMUNICATION
+
+
+def _rank_files(path: Path) -> _Rank:
     out = output_dir(path)
     root = rank_dir_of(out)
     infos = sorted(root.glob("profiler_info*.json"))
     info = read_profiler_info(infos[0]) if infos else {}
-    warnings = [] if infos else [f"{root.name}: no profiler_info*.json; rank and versions unknown"]
-    ops, kernel_warnings = read_kernel_table(out / KERNELS)
-    warnings += kernel_warnings
-    rank = info.get("rank")
-    steps_file = out / "step_trace_time.csv"
-    steps = read_step_trace(steps_file) if present(steps_file) else None
-    if present(steps_file) and steps is None:
-        warnings.append(f"{steps_file.name}: header only, no steps")
-    comm_file = out / "communication.json"
-    comm = read_communication(comm_file, rank if rank is not None else 0) \
-        if present(comm_file) else None
-    return RankData(source=root, format=FORMAT, rank=rank, ops=ops, steps=steps, comm=comm,
-                    info=info, warnings=tuple(warnings))
+    warnings = () if infos else (f"{root.name}: no profiler_info*.json; rank and versions "
+                                 "unknown",)
+    return _Rank(root, out, info, warnings)
+
+
+def _rank_data(files: _Rank, ops: pd.DataFrame, kernel_warnings: list[str],
+               steps: pd.DataFrame | None, comm: pd.DataFrame | None) -> RankData:
+    warnings = [*files.warnings, *kernel_warnings]
+    if steps is None and present(files.steps_file):
+        warnings.append(f"{STEPS}: header only, no steps")
+    return RankData(source=files.root, format=FORMAT, rank=files.rank, ops=ops, steps=steps,
+                    comm=comm, info=files.info, warnings=tuple(warnings))
+
+
+def read_rank(path: Path) -> RankData:
+    """Read one rank's text export."""
+    files = _rank_files(path)
+    ops, kernel_warnings = read_kernel_table(files.out / KERNELS)
+    steps = read_step_trace(files.steps_file) if present(files.steps_file) else None
+    comm = read_communication(files.comm_file, files.rank if files.rank is not None else 0) \
+        if present(files.comm_file) else None
+    return _rank_data(files, ops, kernel_warnings, steps, comm)
+
+
+# Ranks whose kernel tables are at most TEXT_TABLE_BYTES are read as stacks of up to this
+# many bytes of kernel tables (and BATCH_MAX_RANKS ranks): the stack's frames are held
+# together until the ranks are reduced.
+BATCH_MAX_BYTES = 16 << 20
+BATCH_MAX_RANKS = 512
+
+
+def _kernel_bytes(path: Path) -> int | None:
+    """The size of the rank's kernel table when it is small enough to stack, else None."""
+    try:
+        size = (output_dir(path) / KERNELS).stat().st_size
+    except OSError:
+        return None  # read alone, where the reader names the problem
+    return size if size <= TEXT_TABLE_BYTES else None
+
+
+def read_ranks(paths: list[Path]) -> Iterator[RankData]:
+    """``read_rank`` of each path, in order; runs of small ranks read as stacks.
+
+    A large rank is read alone when its turn comes, so that it can be reduced (and its
+    rows let go) before the next is read.
+    """
+    batch: list[Path] = []
+    held = 0
+    for path in paths:
+        size = _kernel_bytes(path)
+        if size is not None and batch and (held + size > BATCH_MAX_BYTES
+                                           or len(batch) >= BATCH_MAX_RANKS):
+            yield from _read_batch(batch)
+            batch, held = [], 0
+        if size is None:
+            yield from _read_batch(batch)
+            batch, held = [], 0
+            yield read_rank(path)
+        else:
+            batch.append(path)
+            held += size
+    yield from _read_batch(batch)
+
+
+def _read_batch(paths: list[Path]) -> list[RankData]:
+    """The ranks read as stacks (``text_batch``).
+
+    On any error they are read again one by one, in order, so that the error raised is
+    the one the first bad rank raises alone.
+    """
+    if len(paths) < 2:
+        return [read_rank(path) for path in paths]
+    try:
+        return _read_stacked(paths)
+    except CannDiffError:
+        return [read_rank(path) for path in paths]
+
+
+def _read_stacked(paths: list[Path]) -> list[RankData]:
+    ranks = [_rank_files(path) for path in paths]
+    kernels = text_batch.kernel_tables([r.out / KERNELS for r in ranks])
+    stepped = [r for r in ranks if present(r.steps_file)]
+    steps = dict(zip(map(id, stepped), text_batch.step_tables([r.steps_file for r in stepped])))
+    talking = [r for r in ranks if present(r.comm_file)]
+    comms = dict(zip(map(id, talking), text_batch.communications(
+        [(r.comm_file, r.rank if r.rank is not None else 0) for r in talking])))
+    return [_rank_data(r, ops, warnings, steps.get(id(r)), comms.get(id(r)))
+            for r, (ops, warnings) in zip(ranks, kernels)]
