@@ -22,6 +22,7 @@ import time
 import traceback
 from concurrent.futures import BrokenExecutor
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -140,6 +141,32 @@ def parse_steps(spec: str) -> list[tuple[int | None, int | None]]:
             raise UsageError("--steps", f"{part!r}: use step numbers and ranges, "
                                         "e.g. 5-7,9 or 3-")
     return ranges
+
+
+class RankBars:
+    """A progress bar per input whose ranks are being read, at the ranks read so far.
+
+    Ranks read in worker processes come back a chunk at a time: the bar moves to each
+    count it is told, not by one per call (which left it near 0 % and its time left
+    far off).
+    """
+
+    def __init__(self, file):
+        self.file = file
+        self.bars: dict[str, Any] = {}
+
+    def __call__(self, side: str, done: int, total: int) -> None:
+        """``done`` of ``total`` ranks of ``side`` read; no bar for a single rank."""
+        if total < 2:
+            return
+        bar = self.bars.get(side)
+        if bar is None:
+            bar = self.bars[side] = click.progressbar(length=total, file=self.file,
+                                                      label=f"reading {side} ranks")
+            bar.__enter__()
+        bar.update(done - bar.pos)
+        if done == total:
+            bar.__exit__(None, None, None)
 
 
 def _screen(report, out_dir: Path) -> str:
@@ -326,19 +353,8 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
         if watching:  # progress is for a person at a terminal, not for CI logs
             click.echo(f"[{time.monotonic() - started:5.1f}s] {message}", err=True)
 
-    bars = {}
-
-    def rank_progress(side: str, done: int, total: int) -> None:
-        # A bar only where someone watches: a terminal, several ranks, not --quiet.
-        if not watching or total < 2:
-            return
-        if side not in bars:
-            bars[side] = click.progressbar(length=total, label=f"reading {side} ranks",
-                                           file=sys.stderr)
-            bars[side].__enter__()
-        bars[side].update(1)
-        if done == total:
-            bars[side].__exit__(None, None, None)
+    # A bar only where someone watches: a terminal, several ranks, not --quiet.
+    rank_progress = RankBars(sys.stderr) if watching else (lambda side, done, total: None)
 
     def waiting(out: Path) -> None:
         if not quiet:

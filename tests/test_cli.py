@@ -85,3 +85,24 @@ def test_public_names_are_the_functions_even_after_their_submodules_load():
     assert set(cann_diff.__all__) <= set(dir(cann_diff))
     with pytest.raises(AttributeError):
         cann_diff.no_such_name  # noqa: B018
+
+
+def test_rank_bars_follow_the_ranks_read_a_chunk_at_a_time():
+    # Worker processes report ranks a chunk at a time: 250, 500, … of 1,000. The bar
+    # stands at each count (it used to move by one per report: 4 of 1,000 at the end of
+    # the chunks), ends at the total, and an input of one rank gets no bar.
+    import io
+
+    from cann_diff.cli import RankBars
+
+    bars = RankBars(io.StringIO())
+    seen = []
+    for done in (250, 500, 750):
+        bars("base", done, 1000)
+        seen.append(bars.bars["base"].pos)
+    bars("new", 1, 3)
+    bars("base", 1000, 1000)
+    assert seen == [250, 500, 750]
+    assert bars.bars["base"].pos == 1000 and bars.bars["new"].pos == 1
+    bars("single", 1, 1)
+    assert "single" not in bars.bars
