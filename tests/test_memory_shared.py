@@ -53,3 +53,21 @@ def test_a_job_mixing_ranks_with_and_without_memory_stacks_unchanged(tmp_path):
     assert peaks["reserved_mb"].max() == 1300.0
     shared = read_rank_memory(root / "a_ascend_pt", keep_rows=False).summary
     assert len(shared.peaks) == 0 and "rank" not in shared.peaks.columns
+
+
+def test_absent_files_share_their_empty_frames_and_stay_empty(tmp_path):
+    # With the raw rows kept, two ranks without memory files hand back the same empty
+    # frames; stacking a job of them with a rank that has records leaves those frames
+    # untouched (no rows, no rank column), and the job's records are rank 1's alone.
+    a = read_rank_memory(write_rank(tmp_path, "a_ascend_pt", rank=0), keep_rows=True)
+    b = read_rank_memory(write_rank(tmp_path, "b_ascend_pt", rank=1), keep_rows=True)
+    assert all(a.raw[name] is b.raw[name] for name in a.raw)
+    columns = {name: list(frame.columns) for name, frame in a.raw.items()}
+    root = tmp_path / "job"
+    write_rank(root, "a_ascend_pt", rank=0)
+    write_rank(root, "b_ascend_pt", rank=1, records=records_with_app_peak(1200.0))
+    data = read_memory(root)
+    assert set(data.summary.peaks["rank"]) == {1}
+    assert data.summary.peaks["reserved_mb"].max() == 1200.0  # APP: 900, 1200, 950 MB
+    assert all(len(frame) == 0 and list(frame.columns) == columns[name]
+               for name, frame in a.raw.items())
