@@ -64,6 +64,12 @@ class _Rank:
         return self.info.get("rank")
 
     @property
+    def comm_rank(self) -> int:
+        """The rank its communication rows carry: 0 when profiler_info names none."""
+        rank = self.rank
+        return rank if rank is not None else 0
+
+    @property
     def steps_file(self) -> Path:
         return self.out / STEPS
 
@@ -96,7 +102,7 @@ def read_rank(path: Path) -> RankData:
     files = _rank_files(path)
     ops, kernel_warnings = read_kernel_table(files.out / KERNELS)
     steps = read_step_trace(files.steps_file) if present(files.steps_file) else None
-    comm = read_communication(files.comm_file, files.rank if files.rank is not None else 0) \
+    comm = read_communication(files.comm_file, files.comm_rank) \
         if present(files.comm_file) else None
     return _rank_data(files, ops, kernel_warnings, steps, comm)
 
@@ -158,10 +164,10 @@ def _read_batch(paths: list[Path]) -> list[RankData]:
 def _read_stacked(paths: list[Path]) -> list[RankData]:
     ranks = [_rank_files(path) for path in paths]
     kernels = text_batch.kernel_tables([r.out / KERNELS for r in ranks])
-    stepped = [r for r in ranks if present(r.steps_file)]
-    steps = dict(zip(map(id, stepped), text_batch.step_tables([r.steps_file for r in stepped])))
-    talking = [r for r in ranks if present(r.comm_file)]
-    comms = dict(zip(map(id, talking), text_batch.communications(
-        [(r.comm_file, r.rank if r.rank is not None else 0) for r in talking])))
-    return [_rank_data(r, ops, warnings, steps.get(id(r)), comms.get(id(r)))
-            for r, (ops, warnings) in zip(ranks, kernels)]
+    stepped = [n for n, r in enumerate(ranks) if present(r.steps_file)]
+    steps = dict(zip(stepped, text_batch.step_tables([ranks[n].steps_file for n in stepped])))
+    talking = [n for n, r in enumerate(ranks) if present(r.comm_file)]
+    comms = dict(zip(talking, text_batch.communications(
+        [(ranks[n].comm_file, ranks[n].comm_rank) for n in talking])))
+    return [_rank_data(r, ops, warnings, steps.get(n), comms.get(n))
+            for n, (r, (ops, warnings)) in enumerate(zip(ranks, kernels))]
