@@ -31,7 +31,11 @@ pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and process groups"),
 ]
 
-MAIN = "from cann_diff.cli import main; import sys; main(sys.argv[1:], prog_name='cann-diff')\n"
+# The run takes Ctrl-C as in a terminal even when whatever started the tests ignores SIGINT
+# (a background job of a script, nohup): a child inherits the ignoring, and Python then
+# installs no KeyboardInterrupt handler, so every SIGINT test would see a run go on to 0.
+MAIN = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "from cann_diff.cli import main; import sys; main(sys.argv[1:], prog_name='cann-diff')\n")
 # The real command; inputs this small are read side by side only with the size floor off.
 SIDE_BY_SIDE = ("import cann_diff.read.execute as execute\n"
                 "execute.SIDE_PROCESS_MIN_S = 0\n" + MAIN)
