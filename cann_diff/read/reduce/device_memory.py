@@ -362,8 +362,8 @@ _EMPTY_COPIES: dict[tuple, pd.DataFrame] = {}
 
 
 def _shared_if_empty(frame: pd.DataFrame) -> pd.DataFrame:
-    if len(frame):
-        return frame
+    if len(frame) or any(frame is absent for absent in _ABSENT.values()):
+        return frame  # an absent file's frame is shared already
     return _EMPTY_COPIES.setdefault(_layout(frame), frame)
 
 
