@@ -75,7 +75,9 @@ def read_header(path: Path) -> list[str]:
     return list(_cached_header(str(path), stat.st_size, stat.st_mtime_ns))
 
 
-@functools.lru_cache(maxsize=256)
+# Enough for a chunk's stacked ranks (``text_batch``: up to 512 ranks of two tables each),
+# whose kernel headers provenance asks for again once the chunk is read.
+@functools.lru_cache(maxsize=2048)
 def _cached_header(path: str, size: int, mtime_ns: int) -> tuple[str, ...]:
     return _read_header(Path(path))
 
