@@ -347,9 +347,10 @@ def _reduce_stack(stack: list[tuple[int, RankData, str]], plan: RankPlan
     comm = concat_ranks([c.comm for c in chosen], range(len(datas)))
     summary = _in_rank_order(summarize(ops, comm if len(comm.columns) else None), first_rows)
     spans = _bounds(span_slot, len(datas))
-    step_spans = [_span_frame(span_step[spans[n]:spans[n + 1]],
-                              span_start[spans[n]:spans[n + 1]],
-                              span_end[spans[n]:spans[n + 1]]) for n in range(len(datas))]
+    # One frame for the stack, cut per rank: a small frame built per rank cost ~0.2 ms.
+    every_span = _span_frame(span_step, span_start, span_end)
+    step_spans = [every_span.iloc[spans[n]:spans[n + 1]].reset_index(drop=True)
+                  for n in range(len(datas))]
     dtype_us = dtype_time(ops, slot, len(datas))
     sides = _stacked_sides(datas, ops, slot)
     shares = _share_out(datas, plan, ops, slot, summary)
