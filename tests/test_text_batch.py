@@ -187,3 +187,75 @@ def test_real_exports_read_as_stacks_as_alone():
     for mine, theirs in zip(stacked, alone):
         _same(mine, theirs)
     assert sum(len(r.ops) for r in stacked) == sum(len(r.ops) for r in alone) > 0
+
+
+def test_a_communication_file_without_ops_keeps_its_own_dtypes(run):
+    # Alone, a file of no ops gives empty object columns; a slice of the stack would
+    # carry the stack's str columns instead.
+    (_out(run[2]) / "communication.json").write_text('{"step1": {"p2p": {}, "collective": {}}}')
+    alone = _alone(run)
+    assert len(alone[2].comm) == 0
+    for mine, theirs in zip(torch_text.read_ranks(run), alone):
+        _same(mine, theirs)
+
+
+def test_starts_just_below_zero_keep_their_sign_on_the_slow_parse():
+    # Four decimals send the column to the text parse, whose whole part of "-0.5" is 0.
+    import pyarrow as pa
+
+    from cann_diff.read.formats.csv_files import parse_us_to_ns
+
+    starts = pa.chunked_array([pa.array(["-0.5", "-0.25", "1736413971000000.1234"])])
+    assert parse_us_to_ns(starts, Path("k.csv"), "Start Time(us)").tolist() == \
+        [-500, -250, 1736413971000000123]
+
+
+def test_digits_of_other_scripts_are_refused_as_input(run):
+    """A start written in Arabic-Indic digits is bad input (exit 2), not a crash; with an
+    earlier rank's bad communication.json, that earlier error is the one raised."""
+    from cann_diff.errors import SchemaError
+
+    _rewrite_csv(_out(run[1]) / "kernel_details.csv", _set_cell("Start Time(us)", "١٢٣.5"))
+    with pytest.raises(SchemaError, match=r"Start Time\(us\) is not a number of µs"):
+        torch_text.read_rank(run[1])
+    (_out(run[0]) / "communication.json").write_text('{"step1": [1]}')
+    expected = _error(lambda: [torch_text.read_rank(path) for path in run])
+    assert "expected an object of p2p/collective ops" in expected[1]
+    assert _error(lambda: list(torch_text.read_ranks(run))) == expected
+
+
+def test_a_list_for_a_time_is_refused_alone_and_in_a_stack(run):
+    comm = _out(run[2]) / "communication.json"
+    data = json.loads(comm.read_text())
+    for kinds in data.values():
+        for ops in kinds.values():
+            for info in ops.values():
+                info["Communication Time Info"]["Elapse Time(ms)"] = []
+    comm.write_text(json.dumps(data))
+    expected = _error(lambda: torch_text.read_rank(run[2]))
+    assert "Elapse Time(ms) is not a number ([])" in expected[1]
+    assert _error(lambda: list(torch_text.read_ranks(run))) == expected
+
+
+def test_an_earlier_ranks_host_side_error_comes_first(run):
+    """Rank 0's trace_view.json is cut short, rank 1's kernel table is bad: reading rank
+    by rank, rank 0 fails in its reduce (its host side) before rank 1 is read."""
+    import cann_diff.read as read
+
+    (_out(run[0]) / "trace_view.json").write_text('[{"ph": "X", "name": ')
+    _rewrite_csv(_out(run[1]) / "kernel_details.csv", _set_cell("Duration(us)", "abc"))
+    with pytest.raises(CannDiffError) as caught:
+        read.load_run(run[0].parent, jobs=1)
+    assert "trace_view.json" in str(caught.value) and run[0].name in str(caught.value)
+
+
+def test_an_unlistable_rank_between_small_ones_waits_its_turn(run, tmp_path):
+    """A rank whose directory cannot be examined is read alone when its turn comes: the
+    bad rank before it still names the error."""
+    loop = run[0].parent / "node0_4999_loop_ascend_pt"
+    loop.symlink_to(loop)
+    _rewrite_csv(_out(run[0]) / "kernel_details.csv", _set_cell("Duration(us)", "abc"))
+    paths = [run[0], run[1], loop]
+    expected = _error(lambda: [torch_text.read_rank(path) for path in paths])
+    assert run[0].name in expected[1] and "Duration(us)" in expected[1]
+    assert _error(lambda: list(torch_text.read_ranks(paths))) == expected

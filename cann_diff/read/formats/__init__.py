@@ -4,10 +4,10 @@ A format module offers ``FORMAT`` (its name in report.json), ``LOOKS_FOR`` (what
 for, quoted when nothing is found), ``is_rank_dir(path)`` (one rank's result) and
 ``read_rank(path) -> RankData`` (or a list, for a cluster summary), and may offer
 ``read_ranks(paths)``, the same for many ranks at once (``torch_text``: small ranks read as
-stacks, ``text_batch``). The modules beside
-them parse what several formats share (CSV, JSON, traces, dbs, memory files,
-provenance) and refuse what is not sane; nothing here derives canonical names or
-reduces. ``find_rank_sources`` decides the layout of an input and lists its ranks.
+stacks, ``text_batch``). The modules beside them parse what several formats share (CSV,
+JSON, traces, dbs, memory files, provenance) and refuse what is not sane; nothing here
+derives canonical names or reduces. ``find_rank_sources`` decides the layout of an input
+and lists its ranks.
 """
 
 from __future__ import annotations

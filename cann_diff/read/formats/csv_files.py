@@ -341,7 +341,8 @@ def parse_us_to_ns(values: pd.Series | pa.ChunkedArray, path: Path, column: str)
         pass  # odd precision or bad text: the slow path below parses or names the row
     values = values.series() if isinstance(values, _LazySeries) else values
     text = values.astype("string").str.strip()
-    valid = text.str.fullmatch(r"-?\d{1,16}(?:\.\d*)?").fillna(False).to_numpy(bool)
+    # ASCII digits only: \d also takes other scripts' digits, which to_numeric refuses.
+    valid = text.str.fullmatch(r"-?[0-9]{1,16}(?:\.[0-9]*)?").fillna(False).to_numpy(bool)
     if valid.all():
         parts = text.str.split(".", n=1, expand=True, regex=False)
         whole = pd.to_numeric(parts[0]).to_numpy(np.int64)
@@ -351,7 +352,9 @@ def parse_us_to_ns(values: pd.Series | pa.ChunkedArray, path: Path, column: str)
                              .str.slice(0, 3)).to_numpy(np.int64)
         valid = np.abs(whole) <= MAX_WHOLE_US
         if valid.all():
-            return whole * 1000 + np.where(whole < 0, -frac, frac)
+            # The sign is the text's: "-0.5" has a whole part of 0.
+            negative = text.str.startswith("-").to_numpy(bool)
+            return whole * 1000 + np.where(negative, -frac, frac)
     row = int(np.flatnonzero(~valid)[0])
     raise SchemaError(path, f"{column} is not a number of µs "
                             f"({brief(repr(values.iloc[row]), 40)})", where=f"row {row + 2}")
@@ -380,7 +383,8 @@ def _check_starts(frame: pd.DataFrame, path: Path, column: str,
     """All rows at one instant: the starts lost their precision (re-saved elsewhere).
 
     ``bounds``: where each file's rows start in a stack of files, and the end (None: one
-    file); each file is judged alone.
+    file); each file is judged alone, but the error names ``path``: a stack's reader
+    (``text_batch``) reads its files alone again to name the right one.
     """
     start = frame["start_ns"].to_numpy()
     bounds = np.array([0, len(start)]) if bounds is None else bounds
@@ -411,7 +415,7 @@ def kernel_columns(path: Path) -> dict[str, str]:
 
 def kernel_arrow(path: Path, picked: dict[str, str], dictionary: tuple[str, ...] = ()
                  ) -> tuple[pa.Table, int]:
-    """The kernel table as Arrow read it and its count of skipped rows; no rows refused."""
+    """The kernel table as Arrow read it and its count of skipped rows; refused when empty."""
     try:
         table, skipped = read_table_counted(path, picked, dictionary,
                                             numeric=("dur_us", "step"))

@@ -54,6 +54,9 @@ def _step_number(key: str) -> int | None:
 
 def _number(path: Path, key: str, field: str, value) -> float:
     """A time (ms) or size (MB) of communication.json: a finite number ≥ 0 or refused."""
+    if isinstance(value, (list, dict)):  # ``value or 0.0`` would take [] and {} for 0
+        raise SchemaError(path, f"{brief(key)}: {field} is not a number "
+                                f"({brief(repr(value), 40)})")
     try:
         number = float(value or 0.0)
     except (TypeError, ValueError, OverflowError):
@@ -75,6 +78,8 @@ def _numbers(path: Path, keys: list[str], field: str, values: list) -> np.ndarra
         numbers = np.array(values, dtype=np.float64)  # None (a missing value) becomes NaN
     except (TypeError, ValueError, OverflowError):
         numbers = None
+    if numbers is not None and numbers.shape != (len(values),):
+        numbers = None  # lists in the file ([] for every op makes an empty 2-D array)
     if numbers is not None:
         unset = np.flatnonzero(np.isnan(numbers))
         if len(unset) and all(values[i] is None for i in unset):
@@ -131,7 +136,13 @@ def read_communication(path: Path, rank: int) -> pd.DataFrame:
 
 def _read_communication(path: Path, rank: int) -> pd.DataFrame:
     steps, keys, infos = comm_entries(path)
-    frame = comm_frame(path, [rank] * len(keys), steps, keys, infos)
+    return comm_table(path, [rank] * len(keys), steps, keys, infos)
+
+
+def comm_table(path: Path, ranks: list[int] | np.ndarray, steps: list[int | None],
+               keys: list[str], infos: list[dict]) -> pd.DataFrame:
+    """``comm_frame`` with each op's communication type named."""
+    frame = comm_frame(path, ranks, steps, keys, infos)
     frame["comm_type"] = comm_types_of(frame["op_name"])
     return frame
 

@@ -13,6 +13,7 @@ that the error a user sees is the one the first bad rank raises alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from .csv_files import (
     step_columns,
 )
 from .files import require_file
-from .json_files import comm_entries, comm_frame, comm_types_of, read_communication
+from .json_files import comm_entries, comm_table, read_communication
 from .values import impossible_durations
 
 
@@ -51,11 +52,16 @@ def _cut(frame: pd.DataFrame, bounds: np.ndarray) -> list[pd.DataFrame]:
             for low, high in zip(bounds[:-1], bounds[1:])]
 
 
-def _stacks(paths: list[Path], regular) -> tuple[dict[int, Any], dict[tuple, list]]:
+# What a file's first look gives: its columns (canonical field -> header), its Arrow table
+# when it can be stacked (else None), and else the file's reader's own answer for it.
+Look = tuple[dict[str, str], pa.Table | None, Any]
+
+
+def _stacks(paths: list[Path], regular: Callable[[Path], Look]
+            ) -> tuple[dict[int, Any], dict[tuple, list[tuple[int, Path, pa.Table]]]]:
     """Per path, its reader's answer (not regular) or its place in a stack of one layout.
 
-    ``regular(path)`` gives (picked columns, Arrow table), or None with the reader's
-    own answer for the file.
+    Returns ({position: answer}, {layout: [(position, path, table), …]}).
     """
     done: dict[int, Any] = {}
     stacks: dict[tuple, list[tuple[int, Path, pa.Table]]] = {}
@@ -68,7 +74,8 @@ def _stacks(paths: list[Path], regular) -> tuple[dict[int, Any], dict[tuple, lis
     return done, stacks
 
 
-def _regular_kernels(path: Path):
+def _regular_kernels(path: Path) -> Look:
+    """A small kernel table whose every start, duration and step id Arrow parses."""
     picked = kernel_columns(path)
     if require_file(path) <= TEXT_TABLE_BYTES:
         try:
@@ -108,7 +115,8 @@ def _kernel_stack(members: list[tuple[int, Path, pa.Table]], picked: dict[str, s
             for (number, path, _), part in zip(members, _cut(frame, bounds))}
 
 
-def _regular_steps(path: Path):
+def _regular_steps(path: Path) -> Look:
+    """A step table whose figures Arrow parses; a header only is the reader's None."""
     picked = step_columns(path)
     try:
         table = step_arrow(path, picked)
@@ -137,14 +145,18 @@ def step_tables(paths: list[Path]) -> list[pd.DataFrame | None]:
 
 
 def communications(files: list[tuple[Path, int]]) -> list[pd.DataFrame]:
-    """``read_communication(path, rank)`` of each (path, rank): the same frames."""
+    """``read_communication(path, rank)`` of each (path, rank): the same frames.
+
+    A file without ops gets its frame of its own: an empty text column is ``object``,
+    where a slice of a stack keeps the stack's ``str``.
+    """
     if not files:
         return []
     with fast_json.collector_paused():
         entries = [comm_entries(path) for path, _ in files]
         lengths = [len(keys) for _, keys, _ in entries]
         try:
-            frame = comm_frame(files[0][0],
+            frame = comm_table(files[0][0],
                                np.repeat(np.array([rank for _, rank in files], dtype=np.int64),
                                          lengths),
                                list(chain.from_iterable(steps for steps, _, _ in entries)),
@@ -152,5 +164,5 @@ def communications(files: list[tuple[Path, int]]) -> list[pd.DataFrame]:
                                list(chain.from_iterable(infos for _, _, infos in entries)))
         except CannDiffError:  # named by the file that holds the bad value
             return [read_communication(path, rank) for path, rank in files]
-        frame["comm_type"] = comm_types_of(frame["op_name"])
-    return _cut(frame, _bounds(lengths))
+    return [part if length else comm_table(path, [], [], [], [])
+            for part, length, (path, _) in zip(_cut(frame, _bounds(lengths)), lengths, files)]

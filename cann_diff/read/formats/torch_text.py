@@ -118,8 +118,8 @@ def _kernel_bytes(path: Path) -> int | None:
     """The size of the rank's kernel table when it is small enough to stack, else None."""
     try:
         size = (output_dir(path) / KERNELS).stat().st_size
-    except OSError:
-        return None  # read alone, where the reader names the problem
+    except (OSError, CannDiffError):
+        return None  # read alone in its turn, where the reader names the problem
     return size if size <= TEXT_TABLE_BYTES else None
 
 
@@ -127,7 +127,8 @@ def read_ranks(paths: list[Path]) -> Iterator[RankData]:
     """``read_rank`` of each path, in order; runs of small ranks read as stacks.
 
     A large rank is read alone when its turn comes, so that it can be reduced (and its
-    rows let go) before the next is read.
+    rows let go) before the next is read. A stack's ranks hold slices of its frames, so
+    the stack lives until its last rank is let go: at most ``BATCH_MAX_BYTES`` of tables.
     """
     batch: list[Path] = []
     held = 0
@@ -147,18 +148,26 @@ def read_ranks(paths: list[Path]) -> Iterator[RankData]:
     yield from _read_batch(batch)
 
 
-def _read_batch(paths: list[Path]) -> list[RankData]:
-    """The ranks read as stacks (``text_batch``).
+def _read_batch(paths: list[Path]) -> Iterator[RankData]:
+    """The ranks read as stacks (``text_batch``), or one by one after any error there.
 
-    On any error they are read again one by one, in order, so that the error raised is
-    the one the first bad rank raises alone.
+    One by one, each rank is handed on before the next is read, as without stacks: its
+    reduce (which reads a rank's host side) then fails before a later rank's read does,
+    so the error raised is the one the first bad rank raises alone. An error that is no
+    input error (a bug, an input the stacks do not foresee) takes the same way: the
+    stacks only make reading faster, never change what it gives.
     """
-    if len(paths) < 2:
-        return [read_rank(path) for path in paths]
-    try:
-        return _read_stacked(paths)
-    except CannDiffError:
-        return [read_rank(path) for path in paths]
+    stacked = None
+    if len(paths) > 1:
+        try:
+            stacked = _read_stacked(paths)
+        except Exception:  # read again one by one, which raises what it raises
+            stacked = None
+    if stacked is None:
+        for path in paths:
+            yield read_rank(path)
+    else:
+        yield from stacked
 
 
 def _read_stacked(paths: list[Path]) -> list[RankData]:
