@@ -134,13 +134,11 @@ def read_ranks(paths: list[Path]) -> Iterator[RankData]:
     held = 0
     for path in paths:
         size = _kernel_bytes(path)
-        if size is not None and batch and (held + size > BATCH_MAX_BYTES
-                                           or len(batch) >= BATCH_MAX_RANKS):
+        if batch and (size is None or held + size > BATCH_MAX_BYTES
+                      or len(batch) >= BATCH_MAX_RANKS):
             yield from _read_batch(batch)
             batch, held = [], 0
         if size is None:
-            yield from _read_batch(batch)
-            batch, held = [], 0
             yield read_rank(path)
         else:
             batch.append(path)
