@@ -185,6 +185,25 @@ def test_group_ids_number_groups_as_a_sorted_groupby():
         assert (group_ids(frame, columns) == expected.to_numpy()).all()
 
 
+def test_concat_orders_columns_first_seen_and_unions_only_shared_categoricals():
+    # Columns in first-seen order whether or not the frames agree on them; a categorical
+    # the last frame lacks is not unioned, one every frame holds is.
+    a = pd.DataFrame({"x": [1], "op": pd.Categorical(["p"]), "kind": pd.Categorical(["k"])})
+    b = pd.DataFrame({"op": pd.Categorical(["q"]), "y": [2.0], "x": [3],
+                      "kind": pd.Categorical(["m"])})
+    c = pd.DataFrame({"kind": pd.Categorical(["k"]), "x": [4]})
+    joined = concat_frames([a, b, c])
+    assert list(joined.columns) == ["x", "op", "kind", "y"]
+    assert joined["x"].tolist() == [1, 3, 4]
+    assert joined["op"].iloc[:2].astype(object).tolist() == ["p", "q"]
+    assert joined["op"].isna().tolist() == [False, False, True]
+    assert isinstance(joined["kind"].dtype, pd.CategoricalDtype)
+    assert list(joined["kind"].cat.categories) == ["k", "m"]
+    assert joined["kind"].tolist() == ["k", "m", "k"]
+    same = concat_frames([a[["op", "x"]], a[["x", "op"]]])
+    assert list(same.columns) == ["op", "x"] and same["x"].tolist() == [1, 1]
+
+
 def test_concat_of_many_ranks_keeps_union_categoricals_order():
     frames = [pd.DataFrame({"op": pd.Categorical(values), "n": np.arange(len(values))})
               for values in (["b", "a"], ["a", "b"], ["c", None, "a"], [], ["b"])]
