@@ -19,7 +19,7 @@ import cann_diff.read as read
 from cann_diff import pipeline
 from cann_diff.errors import InputError
 from cann_diff.read import execute
-from cann_diff.read.frames import concat_frames
+from cann_diff.read.frames import concat_frames, cut_rows
 from cann_diff.read.reduce.summary import group_ids
 from cann_diff.settings import Limits
 from cann_diff.vocab import default_vocabulary
@@ -202,6 +202,19 @@ def test_concat_orders_columns_first_seen_and_unions_only_shared_categoricals():
     assert joined["kind"].tolist() == ["k", "m", "k"]
     same = concat_frames([a[["op", "x"]], a[["x", "op"]]])
     assert list(same.columns) == ["op", "x"] and same["x"].tolist() == [1, 1]
+
+
+def test_cut_rows_gives_each_part_indexed_from_zero_and_leaves_the_stack_alone():
+    stack = pd.DataFrame({"x": [10, 11, 12, 13, 14], "op": pd.Categorical(list("abcab"))},
+                         index=[5, 6, 7, 8, 9])
+    parts = cut_rows(stack, np.array([0, 2, 2, 5]))
+    assert [p["x"].tolist() for p in parts] == [[10, 11], [], [12, 13, 14]]
+    assert [list(p.index) for p in parts] == [[0, 1], [], [0, 1, 2]]
+    assert all(isinstance(p.index, pd.RangeIndex) for p in parts)
+    assert all(p["op"].dtype == stack["op"].dtype for p in parts)
+    parts[2].loc[0, "x"] = -1  # a part written to is its own: the stack keeps its rows
+    assert stack["x"].tolist() == [10, 11, 12, 13, 14]
+    assert list(stack.index) == [5, 6, 7, 8, 9]
 
 
 def test_concat_of_many_ranks_keeps_union_categoricals_order():

@@ -23,6 +23,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ...errors import CannDiffError, InputError
+from ..frames import cut_rows
 from . import fast_json
 from .csv_files import (
     TEXT_TABLE_BYTES,
@@ -44,12 +45,6 @@ from .values import impossible_durations
 
 def _bounds(lengths: list[int]) -> np.ndarray:
     return np.r_[0, np.cumsum(lengths, dtype=np.int64)]
-
-
-def _cut(frame: pd.DataFrame, bounds: np.ndarray) -> list[pd.DataFrame]:
-    """The stack's rows of each file, each frame indexed from 0 as its reader gives it."""
-    return [frame.iloc[low:high].reset_index(drop=True)
-            for low, high in zip(bounds[:-1], bounds[1:])]
 
 
 # What a file's first look gives: its columns (canonical field -> header), its Arrow table
@@ -112,7 +107,7 @@ def _kernel_stack(members: list[tuple[int, Path, pa.Table]], picked: dict[str, s
         return None
     shapes = "input_shapes" in picked
     return {number: (part, [] if shapes else [no_shapes_warning(path)])
-            for (number, path, _), part in zip(members, _cut(frame, bounds))}
+            for (number, path, _), part in zip(members, cut_rows(frame, bounds))}
 
 
 def _regular_steps(path: Path) -> Look:
@@ -140,7 +135,8 @@ def step_tables(paths: list[Path]) -> list[pd.DataFrame | None]:
         except CannDiffError:
             done.update({number: read_step_trace(path) for number, path, _ in members})
             continue
-        done.update({number: part for (number, _, _), part in zip(members, _cut(frame, bounds))})
+        done.update({number: part
+                     for (number, _, _), part in zip(members, cut_rows(frame, bounds))})
     return [done[number] for number in range(len(paths))]
 
 
@@ -165,4 +161,4 @@ def communications(files: list[tuple[Path, int]]) -> list[pd.DataFrame]:
         except CannDiffError:  # named by the file that holds the bad value
             return [read_communication(path, rank) for path, rank in files]
     return [part if length else comm_table(path, [], [], [], [])
-            for part, length, (path, _) in zip(_cut(frame, _bounds(lengths)), lengths, files)]
+            for part, length, (path, _) in zip(cut_rows(frame, _bounds(lengths)), lengths, files)]

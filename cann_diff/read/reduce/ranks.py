@@ -27,7 +27,7 @@ from ...vocab.memo import normalize_distinct
 from ...vocab.names import canonicalize
 from ...vocab.shapes import normalize_dtypes, normalize_shapes
 from ..formats.host_links import Algorithms
-from ..frames import concat_frames, concat_ranks
+from ..frames import concat_frames, concat_ranks, cut_rows
 from ..rank_data import RankData
 from .device_memory import RankMemory
 from .framework import framework_of, read_host_side
@@ -349,8 +349,7 @@ def _reduce_stack(stack: list[tuple[int, RankData, str]], plan: RankPlan
     spans = _bounds(span_slot, len(datas))
     # One frame for the stack, cut per rank: a small frame built per rank cost ~0.2 ms.
     every_span = _span_frame(span_step, span_start, span_end)
-    step_spans = [every_span.iloc[spans[n]:spans[n + 1]].reset_index(drop=True)
-                  for n in range(len(datas))]
+    step_spans = cut_rows(every_span, spans)
     dtype_us = dtype_time(ops, slot, len(datas))
     sides = _stacked_sides(datas, ops, slot)
     shares = _share_out(datas, plan, ops, slot, summary)
@@ -467,12 +466,11 @@ def _share_out(datas: list[RankData], plan: RankPlan, ops: pd.DataFrame, slot: n
                   _bounds(sample_slots, len(datas)),
                   _bounds(summary.comm["rank"].to_numpy(), len(datas)),
                   np.array([d.rank if d.rank is not None else 0 for d in datas], dtype=np.int64))
-    kernel_rows = _bounds(slot, len(datas))
+    rows: list[pd.DataFrame | None] = [None] * len(datas)
     if plan.keep_rows:
         ops["rank"] = 0  # the real id is known once every rank is read (_assign_ranks)
-    return [(StackShare(stack, number),
-             ops.iloc[kernel_rows[number]:kernel_rows[number + 1]].reset_index(drop=True)
-             if plan.keep_rows else None) for number in range(len(datas))]
+        rows = list(cut_rows(ops, _bounds(slot, len(datas))))
+    return [(StackShare(stack, number), rows[number]) for number in range(len(datas))]
 
 
 def summary_of(data: RankResult) -> RunSummary | None:
