@@ -146,6 +146,21 @@ def test_a_layout_only_change_pairs_as_normalized():
         [["normalized", "32,64,27,27;192,1600;192"]]
 
 
+def test_a_key_is_filed_under_the_category_most_of_its_instances_ran_in():
+    # Add 8,8 ran 2 + 1 times on AI_CPU and 2 times as compute (3 > 2); Cast 4 ran 2 and 2
+    # times (a tie: alphabetical, aicpu); Mul ran once as other, and 0 times as compute in
+    # a row of count 0 (1 > 0). A row's weight is its count, not its row.
+    ops = pd.DataFrame({
+        "op_type": ["Add", "Cast", "Add", "Mul", "Cast", "Add", "Mul"],
+        "family": ["Add", "Cast", "Add", "Mul", "Cast", "Add", "Mul"],
+        "input_shapes": ["8,8", "4", "8,8", "2", "4", "8,8", "2"],
+        "category": pd.Categorical(["aicpu", "compute", "compute", "other", "aicpu", "aicpu",
+                                    "compute"]),
+        "count": [2, 2, 2, 1, 2, 1, 0]})
+    keys = match(ops, ops.iloc[:0]).keys.set_index("op_type")
+    assert keys.loc[["Add", "Cast", "Mul"], "category"].tolist() == ["aicpu", "aicpu", "other"]
+
+
 @pytest.mark.parametrize(("shapes", "expected"), [
     # NC1HWC0 → N,C,H,W with C = C1·C0 rounded up to 32: 3 channels pad to 16 or to 8.
     ("32,1,224,224,16", ("32,32,224,224", "")),
