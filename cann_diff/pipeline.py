@@ -12,7 +12,7 @@ from .errors import InputError
 from .findings import Analysis, analyse
 from .match import match
 from .read import StepRanges, load_run
-from .read.execute import Processes, plan_read
+from .read.execute import Processes, plan_read, while_workers_read
 from .read.formats import FORMATS, KERNEL_LESS
 from .report import Invocation, Report, build_report
 from .schema import Note, Run
@@ -193,16 +193,17 @@ def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options
     one after the other in this process, each with all ``jobs`` for its ranks.
     """
     plan = plan_read([path for path, _, _ in items], options.jobs, options.scheduler)
-    if not plan.side_workers:
-        return [read_side(path, label, side, options, progress, rank_progress)
-                for path, label, side in items]
-    workers = plan.side_workers
-    share = replace(options, jobs=plan.jobs)
-    for path, _, side in items:
-        progress(f"reading {side}: {path}")
-    # The comparison's scipy import runs while the workers read.
-    executor = Processes(workers, "cann_diff.pipeline", meanwhile=load_distributions)
-    runs = executor.run(partial(_read_item, share), items, lambda done, total: None)
+    # The comparison's scipy import runs while workers read, if any do.
+    with while_workers_read(load_distributions):
+        if not plan.side_workers:
+            return [read_side(path, label, side, options, progress, rank_progress)
+                    for path, label, side in items]
+        workers = plan.side_workers
+        share = replace(options, jobs=plan.jobs)
+        for path, _, side in items:
+            progress(f"reading {side}: {path}")
+        runs = Processes(workers, "cann_diff.pipeline").run(
+            partial(_read_item, share), items, lambda done, total: None)
     for run, (_, _, side) in zip(runs, items):
         ranks = len(run.meta.ranks)
         rank_progress(side, ranks, ranks)

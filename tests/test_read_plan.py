@@ -129,3 +129,18 @@ def test_input_sizes_follow_the_rank_sources(tmp_path):
     sizes = execute.input_sizes(run)
     assert len(sizes) == 3 and all(size > 0 for size in sizes)
     assert execute.input_sizes(tmp_path / "missing") == []
+
+
+def test_work_meanwhile_runs_once_in_the_first_pool_and_is_dropped_after():
+    done = []
+    with execute.while_workers_read(lambda: done.append("imported")):
+        assert execute.InOrder().run(abs, [-1], lambda *_: None) == [1]
+        assert done == []  # reading here: nothing to wait on
+        assert execute.Processes(2).run(abs, [-1, -2], lambda *_: None) == [1, 2]
+        assert done == ["imported"]
+        assert execute.Processes(1).run(abs, [-3], lambda *_: None) == [3]
+        assert done == ["imported"]  # once
+    with execute.while_workers_read(lambda: done.append("unused")):
+        pass
+    execute.Processes(1).run(abs, [-4], lambda *_: None)
+    assert done == ["imported"]  # a block left without a pool leaves nothing behind

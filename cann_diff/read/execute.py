@@ -79,6 +79,32 @@ PARENT_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 
 Progress = Callable[[int, int], None]
 
+# Work this process has to do anyway, run once by the first pool that waits on its workers
+# (``while_workers_read``).
+_waiting: list[Callable[[], None]] = []
+
+
+@contextmanager
+def while_workers_read(work: Callable[[], None]) -> Iterator[None]:
+    """Within the block, the first pool to wait on its workers runs ``work`` first, once.
+
+    A process pool or a Dask map runs it in this thread once its chunks are out. This
+    process is idle while workers read: an import the caller needs next (scipy's
+    distributions, ~0.2 s) costs no wall time there. Left undone when no pool runs: the
+    caller then pays it where it needs it, as before.
+    """
+    _waiting.append(work)
+    try:
+        yield
+    finally:
+        if work in _waiting:
+            _waiting.remove(work)
+
+
+def _while_waiting() -> None:
+    while _waiting:
+        _waiting.pop(0)()
+
 
 class Executor(Protocol):
     """Runs ``func`` on every chunk; results in the chunks' order, the first error raised."""
@@ -281,13 +307,12 @@ def kill_pool(pool: Any, grace_s: float = 0.0) -> None:
 class Processes:
     """In ``jobs`` worker processes (forkserver) that import ``preload`` once.
 
-    ``meanwhile`` runs in this process once the chunks are submitted (an import the
-    caller needs next, while the workers read).
+    Once the chunks are submitted, this process does what it was given to do meanwhile
+    (``while_workers_read``).
     """
 
     jobs: int
     preload: str = "cann_diff.read"
-    meanwhile: Callable[[], None] | None = None
 
     def run(self, func, chunks, progress):
         """Run the chunks in a process pool; on any error or interrupt, stop its workers."""
@@ -306,8 +331,7 @@ class Processes:
                                                      util.get_temp_dir()))
                 _pools.append(pool)
                 futures = [pool.submit(func, chunk) for chunk in chunks]
-            if self.meanwhile is not None:
-                self.meanwhile()
+            _while_waiting()
             results = []
             for number, future in enumerate(futures, 1):
                 results.append(future.result())
@@ -440,6 +464,7 @@ class Dask:
         futures = []
         try:
             futures = client.map(func, chunks, pure=False)
+            _while_waiting()
             results = []
             for number, future in enumerate(futures, 1):
                 results.append(future.result())
