@@ -65,7 +65,7 @@ def _majority_category(ops: pd.DataFrame, row_group: np.ndarray) -> np.ndarray:
     codes, uniques = pd.factorize(ops["category"])  # a missing category casts no vote
     labels = np.array([str(u) for u in uniques], dtype=object)
     groups = int(row_group.max()) + 1 if len(row_group) else 0
-    if not groups or not len(labels):
+    if not groups or not len(labels):  # no row has a category: none to file under
         return np.full(groups, "", dtype=object)
     order = np.argsort(labels, kind="stable")
     column = np.empty(len(order), dtype=np.int64)
@@ -76,7 +76,9 @@ def _majority_category(ops: pd.DataFrame, row_group: np.ndarray) -> np.ndarray:
     votes = np.bincount(cell, weights=weight[voted], minlength=size)
     held = np.bincount(cell, minlength=size) > 0  # a category none of its rows has: no vote
     votes = np.where(held, votes, -np.inf).reshape(groups, len(labels))
-    return labels[order][votes.argmax(axis=1)]
+    # A group none of whose rows has a category is filed under none ("").
+    return np.where(held.reshape(groups, len(labels)).any(axis=1),
+                    labels[order][votes.argmax(axis=1)], "")
 
 
 def _groups(ops: pd.DataFrame, thresholds: Thresholds,

@@ -202,6 +202,12 @@ def test_concat_orders_columns_first_seen_and_unions_only_shared_categoricals():
     assert joined["kind"].tolist() == ["k", "m", "k"]
     same = concat_frames([a[["op", "x"]], a[["x", "op"]]])
     assert list(same.columns) == ["op", "x"] and same["x"].tolist() == [1, 1]
+    # A name a frame repeats (two categoricals "a") stacks as pd.concat stacks it.
+    twice = pd.concat([pd.DataFrame({"a": pd.Categorical(["p"])}),
+                       pd.DataFrame({"a": pd.Categorical(["q"])})], axis=1)
+    stacked = concat_frames([twice, twice.copy()])
+    assert list(stacked.columns) == ["a", "a"]
+    assert stacked.iloc[:, 1].astype(object).tolist() == ["q", "q"]
 
 
 def test_cut_rows_gives_each_part_indexed_from_zero_and_leaves_the_stack_alone():

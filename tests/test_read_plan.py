@@ -131,6 +131,7 @@ def test_input_sizes_follow_the_rank_sources(tmp_path):
     assert execute.input_sizes(tmp_path / "missing") == []
 
 
+@pytest.mark.slow  # three pools start
 def test_work_meanwhile_runs_once_in_the_first_pool_and_is_dropped_after():
     done = []
     with execute.while_workers_read(lambda: done.append("imported")):

@@ -159,6 +159,10 @@ def test_a_key_is_filed_under_the_category_most_of_its_instances_ran_in():
         "count": [2, 2, 2, 1, 2, 1, 0]})
     keys = match(ops, ops.iloc[:0]).keys.set_index("op_type")
     assert keys.loc[["Add", "Cast", "Mul"], "category"].tolist() == ["aicpu", "aicpu", "other"]
+    # A group none of whose rows has a category is filed under none, not under another's.
+    ops.loc[ops["op_type"] == "Mul", "category"] = None
+    keys = match(ops, ops.iloc[:0]).keys.set_index("op_type")
+    assert keys.loc[["Add", "Cast", "Mul"], "category"].tolist() == ["aicpu", "aicpu", ""]
 
 
 @pytest.mark.parametrize(("shapes", "expected"), [

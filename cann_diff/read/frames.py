@@ -56,9 +56,21 @@ def concat_frames(frames) -> pd.DataFrame:
 def _categories_differ(frames: list[pd.DataFrame], column: str,
                        dtype: pd.CategoricalDtype) -> bool:
     """Every frame holds ``column`` as a categorical, and not all of ``dtype``."""
-    kinds = [f[column].dtype if column in f.columns else None for f in frames]
+    kinds = [_dtype(f, column) for f in frames]
     return all(isinstance(kind, pd.CategoricalDtype) for kind in kinds) and \
         any(kind is not dtype and kind != dtype for kind in kinds)
+
+
+def _dtype(frame: pd.DataFrame, column: str):
+    """``frame.dtypes.to_dict().get(column)`` without building every column's dtype.
+
+    A name the frame repeats gives its last column's dtype, as the dict does.
+    """
+    if column not in frame.columns:
+        return None
+    if frame.columns.is_unique:
+        return frame[column].dtype
+    return frame.dtypes.to_dict()[column]
 
 
 def concat_ranks(frames, ranks, column: str = "rank") -> pd.DataFrame:
