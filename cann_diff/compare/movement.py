@@ -44,7 +44,7 @@ def copy_summary(ops: pd.DataFrame) -> dict:
     "time_us"}}}``, counts and µs as means per unit; ``units`` is 0 for an empty frame.
     """
     units = int(units_of(ops).nunique()) if len(ops) else 0
-    copies = ops[(ops["category"].astype(str) == "memcpy").to_numpy()]
+    copies = ops[(ops["category"] == "memcpy").to_numpy()]  # on the codes, no text per row
     grouped = copies.groupby(copies["direction"].astype(str), sort=True)[["count", "total_us"]]
     totals = grouped.sum()
     per_unit = max(units, 1)
