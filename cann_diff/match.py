@@ -73,12 +73,12 @@ def _majority_category(ops: pd.DataFrame, row_group: np.ndarray) -> np.ndarray:
     voted = codes >= 0
     cell = row_group[voted].astype(np.int64) * len(labels) + column[codes[voted]]
     size = groups * len(labels)
-    votes = np.bincount(cell, weights=weight[voted], minlength=size)
-    held = np.bincount(cell, minlength=size) > 0  # a category none of its rows has: no vote
-    votes = np.where(held, votes, -np.inf).reshape(groups, len(labels))
-    # A group none of whose rows has a category is filed under none ("").
-    return np.where(held.reshape(groups, len(labels)).any(axis=1),
-                    labels[order][votes.argmax(axis=1)], "")
+    shape = (groups, len(labels))
+    votes = np.bincount(cell, weights=weight[voted], minlength=size).reshape(shape)
+    # A category none of a group's rows has casts no vote, not a vote of 0.
+    held = (np.bincount(cell, minlength=size) > 0).reshape(shape)
+    best = labels[order][np.where(held, votes, -np.inf).argmax(axis=1)]
+    return np.where(held.any(axis=1), best, "")  # no row with a category: filed under none
 
 
 def _groups(ops: pd.DataFrame, thresholds: Thresholds,
