@@ -176,6 +176,20 @@ def test_ratio_interval_uses_the_exact_order_statistics():
     assert high == pytest.approx(math.exp(diffs[76]))
 
 
+def test_ratio_interval_bounds_are_ratios_of_two_samples_exactly():
+    # A bound is one pair's ratio new[i] / base[j], one correctly rounded division: the
+    # same bits on every CPU (exp of a log difference differed in its last digit).
+    base = np.array([3.0, 7.0, 11.0, 13.0, 17.0, 19.0, 23.0])
+    new = np.array([5.0, 9.0, 14.0, 15.0, 21.0, 29.0, 31.0])
+    ratios = {float(n / b) for n in new for b in base}
+    low, high = ratio_interval(base, new)
+    assert low in ratios and high in ratios
+    # n = m = 7: C = floor(24.5 − 1.95996·√(49·15/12)) = floor(24.5 − 15.34) = 9, so the
+    # interval is [R(9), R(41)] of the 49 sorted ratios (1-based).
+    ordered = sorted(float(n / b) for n in new for b in base)
+    assert (low, high) == (ordered[8], ordered[40])
+
+
 def test_compare_steps_identical_steps():
     test = compare_steps(np.array([100.0, 102.0, 98.0]), np.array([100.0, 102.0, 98.0]))
     assert test.p_value == pytest.approx(1.0)

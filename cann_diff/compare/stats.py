@@ -68,28 +68,32 @@ def ratio_interval(base: np.ndarray, new: np.ndarray,
                    confidence: float = 0.95,
                    max_pairs: int = DEFAULT_LIMITS.max_pairs_per_side
                    ) -> tuple[float | None, float | None]:
-    """Hodges-Lehmann interval of the ratio new/base, from pairwise log differences.
+    """Hodges-Lehmann interval of the ratio new/base, from the pairwise ratios.
 
     Uses the normal approximation to the Mann-Whitney distribution for the order
-    statistics; returns (None, None) when the samples are too small for one.
+    statistics; returns (None, None) when the samples are too small for one. The order
+    statistics of the log differences are those of the ratios themselves (the log keeps
+    the order), and a division is rounded the same on every CPU where numpy's vectorized
+    log and exp are not: their last digit differed between an AVX-512 machine and one
+    without, and with it the bytes of report.json.
     """
     base = base[base > 0]
     new = new[new > 0]
     if len(base) < 2 or len(new) < 2:
         return None, None
     base, new = _subsample(base, max_pairs), _subsample(new, max_pairs)
-    diffs = np.subtract.outer(np.log(new), np.log(base)).ravel()
+    ratios = np.divide.outer(new, base).ravel()
     nb, nn = len(base), len(new)
     z = _normal_quantile(0.5 + confidence / 2)
-    # The interval is [D(C), D(nm + 1 − C)] of the sorted differences (1-based), with
+    # The interval is [D(C), D(nm + 1 − C)] of the sorted ratios (1-based), with
     # C = floor(nm/2 − z·√(nm(n+m+1)/12)); 0-based that is [C − 1, nm − C].
     c = int(math.floor(nb * nn / 2 - z * math.sqrt(nb * nn * (nb + nn + 1) / 12)))
     if c < 1:
         return None, None
     # Only two order statistics are needed: a partition is linear, a sort is not.
-    lo, hi = c - 1, diffs.size - c
-    low, high = np.partition(diffs, [lo, hi])[[lo, hi]]
-    return float(np.exp(low)), float(np.exp(high))
+    lo, hi = c - 1, ratios.size - c
+    low, high = np.partition(ratios, [lo, hi])[[lo, hi]]
+    return float(low), float(high)
 
 
 def load_distributions() -> None:
