@@ -24,8 +24,8 @@ from cann_diff.compare.operators import compare_operators
 from cann_diff.compare.stats import adjust_bh, mann_whitney_by_group, order_by_group
 from cann_diff.errors import SchemaError
 from cann_diff.match import match
+from cann_diff.processes import pool_context
 from cann_diff.read import load_run
-from cann_diff.read.execute import pool_context
 from cann_diff.read.formats import fast_json
 from cann_diff.schema import validate
 from cann_diff.settings import DEFAULT_LIMITS, DEFAULT_THRESHOLDS
@@ -318,7 +318,7 @@ def test_the_comparison_does_not_import_scipy_stats(tmp_path):
 @pytest.mark.slow
 def test_sides_read_in_worker_processes_give_the_same_report(monkeypatch):
     """The process path (forkserver) reads what the in-process path reads."""
-    from cann_diff import pipeline
+    from cann_diff import pipeline, processes
     from cann_diff.read import execute
 
     examples = Path(__file__).resolve().parents[1] / "examples"
@@ -326,7 +326,7 @@ def test_sides_read_in_worker_processes_give_the_same_report(monkeypatch):
     alone = pipeline.diff(base, new, pipeline.Options(jobs=1)).report.to_dict()
     monkeypatch.setattr(execute, "SIDE_PROCESS_MIN_S", 0)  # the examples are small
     pools = []
-    monkeypatch.setattr(execute, "pool_context",
+    monkeypatch.setattr(processes, "pool_context",
                         lambda *a: pools.append(a) or pool_context(*a))
     fewer = pipeline.diff(base, new, pipeline.Options(
         jobs=execute.SIDE_PROCESS_MIN_JOBS - 1)).report.to_dict()

@@ -21,7 +21,7 @@ from conftest import ROOT
 SCRIPT = textwrap.dedent("""
     import pathlib, struct, sys, time
     from concurrent.futures import ProcessPoolExecutor
-    from cann_diff.read import execute
+    from cann_diff import processes
 
     def half_a_result(flag):
         from multiprocessing import current_process
@@ -33,13 +33,13 @@ SCRIPT = textwrap.dedent("""
 
     if __name__ == "__main__":
         flag = pathlib.Path(sys.argv[1])
-        pool = ProcessPoolExecutor(1, mp_context=execute.pool_context("cann_diff.read"))
+        pool = ProcessPoolExecutor(1, mp_context=processes.pool_context("cann_diff.read"))
         future = pool.submit(half_a_result, str(flag))
         while not flag.exists():
             time.sleep(0.01)
         manager = pool._executor_manager_thread
         time.sleep(0.2)  # the manager is reading the rest now
-        execute.kill_pool(pool, 0.5)
+        processes.kill_pool(pool, 0.5)
         manager.join(5)
         print("manager alive" if manager.is_alive() else "manager gone", flush=True)
 """)
