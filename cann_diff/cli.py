@@ -20,7 +20,9 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Iterator
 from concurrent.futures import BrokenExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -181,10 +183,32 @@ def _screen(report, out_dir: Path) -> str:
     return "\n".join(lines)
 
 
-def _write_report(result, out_dir: Path, charts_wanted: bool, html_wanted: bool = True) -> None:
+def _write_report(result, out_dir: Path, charts_wanted: bool, html_wanted: bool = True,
+                  workers: Any = None) -> None:
     from .render import write_report
 
-    write_report(result.report, out_dir, charts_wanted, html=html_wanted)
+    write_report(result.report, out_dir, charts_wanted, html=html_wanted, workers=workers)
+
+
+# What a chart worker imports (the forkserver's preload): the charts, and the pipeline a
+# rank or side worker from the same forkserver needs.
+CHART_PRELOAD = ("cann_diff.pipeline", "cann_diff.render.charts")
+# A report has at most this many charts drawn beside this process (``charts.CHARTS``).
+CHART_WORKERS_MAX = 7
+
+
+def _chart_workers(jobs: int, charts_wanted: bool) -> int:
+    """Worker processes to draw charts beside this one: ``jobs`` - 1, 0 without a forkserver.
+
+    A report's charts cost 1.1-1.6 s of matplotlib CPU on one core. Where they are drawn,
+    the forkserver is started now: its imports then run beside this process's (a worker
+    spawned without one would import everything again when it is needed).
+    """
+    if not charts_wanted or jobs < 2:
+        return 0
+    from .processes import start_forkserver
+
+    return min(jobs - 1, CHART_WORKERS_MAX) if start_forkserver(CHART_PRELOAD) else 0
 
 
 # Options that change how the tool runs, not what the report says.
@@ -283,7 +307,8 @@ def _show_version(ctx: click.Context, _param, value: bool) -> None:
 @click.option("--alias-map", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="JSON file of operator family aliases {\"Gemm\": \"MatMul\"}.")
 @click.option("-j", "--jobs", default=str(os.cpu_count() or 1), metavar="N",
-              show_default="number of cores", help="Ranks read in parallel.")
+              show_default="number of cores",
+              help="Processes for reading ranks and drawing charts (1: all in this one).")
 @click.option("--scheduler", metavar="ADDRESS",
               help="Read ranks on this Dask scheduler, tcp://HOST:PORT "
                    "(pip install 'cann-diff[dask]').")
@@ -341,6 +366,7 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
     fallback = _agg_fallback() if not no_charts else None
     if fallback and not quiet:
         click.echo(f"cann-diff: warning: {fallback}", err=True)
+    chart_workers = _chart_workers(jobs, not no_charts)  # MPLBACKEND settled: they inherit it
     from .pipeline import Options, diff_candidates
     from .report import Invocation
     from .settings import Limits
@@ -368,29 +394,33 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
     if out_dir is not None:  # fail early, but create nothing before the inputs read
         check_output_dir(out_dir, inputs, create=False)
     invocation = Invocation.now(_command_line(click.get_current_context()))
-    results = diff_candidates(base, news, options, labels, progress, rank_progress,
-                              invocation)
-    reports = [r.report for r in results]
-    names = unique_names([f"{safe_name(r.base.label)}_vs_{safe_name(r.new.label)}"
-                          for r in reports])
-    default = names[0] if len(reports) == 1 else \
-        f"{safe_name(reports[0].base.label)}_vs_" + "_".join(safe_name(r.new.label)
-                                                             for r in reports)
-    out = check_output_dir(out_dir or Path("reports") / default, inputs)
-    failed = [gate is not None and bool(r.comparison.step.gate) for r in results]
-    # The whole report is written into a stage and moved into place under a lock: a
-    # reader never sees report.md of one run beside a chart of another.
-    with staged_report(out, on_wait=lambda: waiting(out)) as stage:
-        replaced = [name for name in ("report.md", "report.json", "ranks.csv")
-                    if (out / name).exists()]
-        progress(f"writing report to {out}")
-        if len(results) == 1:
-            _write_report(results[0], stage, not no_charts, not no_html)
-        else:
-            _write_candidates(results, names, failed if gate is not None else None, gate,
-                              stage, not no_charts, not no_html)
-        outside = junit_path is not None and not _write_junit(junit_path, reports, names,
-                                                              out_dir or out, out, stage)
+    # Each candidate's charts go to the chart workers as soon as it is compared.
+    with _charts_beside(chart_workers) as workers:
+        on_result = (lambda result: workers.offer(result.report)) if workers else \
+            (lambda result: None)
+        results = diff_candidates(base, news, options, labels, progress, rank_progress,
+                                  invocation, on_result)
+        reports = [r.report for r in results]
+        names = unique_names([f"{safe_name(r.base.label)}_vs_{safe_name(r.new.label)}"
+                              for r in reports])
+        default = names[0] if len(reports) == 1 else \
+            f"{safe_name(reports[0].base.label)}_vs_" + "_".join(safe_name(r.new.label)
+                                                                 for r in reports)
+        out = check_output_dir(out_dir or Path("reports") / default, inputs)
+        failed = [gate is not None and bool(r.comparison.step.gate) for r in results]
+        # The whole report is written into a stage and moved into place under a lock: a
+        # reader never sees report.md of one run beside a chart of another.
+        with staged_report(out, on_wait=lambda: waiting(out)) as stage:
+            replaced = [name for name in ("report.md", "report.json", "ranks.csv")
+                        if (out / name).exists()]
+            progress(f"writing report to {out}")
+            if len(results) == 1:
+                _write_report(results[0], stage, not no_charts, not no_html, workers)
+            else:
+                _write_candidates(results, names, failed if gate is not None else None, gate,
+                                  stage, not no_charts, not no_html, workers)
+            outside = junit_path is not None and not _write_junit(junit_path, reports, names,
+                                                                  out_dir or out, out, stage)
     if outside:  # beside the report, once the report is in place
         _write_junit(junit_path, reports, names, out_dir or out, out, None)
     if replaced and not quiet:  # said once the moves are done: a failed run replaced nothing
@@ -462,15 +492,29 @@ def _warn(reports) -> None:
                 click.echo(f"cann-diff: warning: {fmt.visible(warning)}", err=True)
 
 
+@contextmanager
+def _charts_beside(workers: int) -> Iterator[Any]:
+    """``ChartWorkers`` on ``workers`` processes for the block; None without any."""
+    if not workers:
+        yield None
+        return
+    from .processes import worker_pool
+    from .render.charts import ChartWorkers
+
+    with worker_pool(workers, CHART_PRELOAD) as pool:
+        yield ChartWorkers(pool)
+
+
 def _write_candidates(results, names: list[str], failed: list[bool] | None,
-                      gate: float | None, stage: Path, charts: bool, html: bool) -> None:
+                      gate: float | None, stage: Path, charts: bool, html: bool,
+                      workers: Any = None) -> None:
     """Each pairwise report in its own directory, the summary beside them."""
     from .render.candidates import write_candidates_summary
     from .report import build_candidates_summary
 
     for result, name in zip(results, names):
         (stage / name).mkdir()
-        _write_report(result, stage / name, charts, html)
+        _write_report(result, stage / name, charts, html, workers)
     summary = build_candidates_summary([r.report for r in results], names,
                             failed or [None] * len(results), gate)
     write_candidates_summary(summary, stage, charts, html)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -235,12 +236,14 @@ def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
                     options: Options = Options(), labels: list[str | None] | None = None,
                     progress=lambda message: None,
                     rank_progress=lambda side, done, total: None,
-                    invocation: Invocation | None = None) -> list[Result]:
+                    invocation: Invocation | None = None,
+                    on_result: Callable[[Result], None] = lambda result: None) -> list[Result]:
     """One baseline against several candidates: every input read once, at the same time.
 
     ``labels`` names the base and then each candidate (None: the default label). Returns
-    one Result per candidate, in order. The inputs may be read in worker processes, two
-    jobs or more each (``read_sides``).
+    one Result per candidate, in order; ``on_result`` gets each as soon as it is compared
+    (the command line's chart workers start drawing it while the next is compared). The
+    inputs may be read in worker processes, two jobs or more each (``read_sides``).
     """
     labels = list(labels or [None] * (len(new_paths) + 1))
     items = [(base_path, labels[0], "base"),
@@ -261,4 +264,8 @@ def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
             continue
         runs[i] = run
     base, news = runs[0], runs[1:]
-    return [compare_runs(base, new, options, progress, invocation) for new in news]
+    results = []
+    for new in news:
+        results.append(compare_runs(base, new, options, progress, invocation))
+        on_result(results[-1])
+    return results

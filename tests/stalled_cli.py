@@ -57,7 +57,9 @@ def slow_replace(source, target, *args, **kwargs):
 
 files.write_atomic = stalled_write_atomic
 os.replace = slow_replace
-# As in a terminal, even when the process that started the tests ignores SIGINT (a
-# background job does): Python then leaves SIGINT ignored in its children too.
-signal.signal(signal.SIGINT, signal.default_int_handler)
-main(sys.argv[1:], prog_name="cann-diff")
+# Guarded: a worker process (the chart workers) runs this file again as "__mp_main__".
+if __name__ == "__main__":
+    # As in a terminal, even when the process that started the tests ignores SIGINT (a
+    # background job does): Python then leaves SIGINT ignored in its children too.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    main(sys.argv[1:], prog_name="cann-diff")

@@ -39,7 +39,8 @@ def chart_texts(monkeypatch):
 
 
 def run_cli(*args):
-    result = CliRunner().invoke(main, [*map(str, args)])
+    # One job: the charts are drawn in this process, where ``chart_texts`` sees them.
+    result = CliRunner().invoke(main, [*map(str, args), "--jobs", "1"])
     assert result.exit_code == 0, result.output
     return result.output
 

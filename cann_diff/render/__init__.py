@@ -17,6 +17,7 @@ from .files import write_atomic, write_images, write_text_atomic
 
 if TYPE_CHECKING:
     from ..report import Report
+    from .charts import ChartWorkers
 
 
 def write_ranks_csv(report: Report, path: Path) -> Path:
@@ -34,13 +35,14 @@ def write_ranks_csv(report: Report, path: Path) -> Path:
 
 
 def write_report(report: Report, out_dir: Path, charts: bool = True,
-                 html: bool = True, images: Mapping[str, bytes] | None = None) -> list[Path]:
+                 html: bool = True, images: Mapping[str, bytes] | None = None,
+                 workers: ChartWorkers | None = None) -> list[Path]:
     """Write every output of ``report`` into ``out_dir``; returns the paths written.
 
     ``charts``: the PNGs (report.md links them, report.html carries them inline), drawn
-    here unless ``images`` holds them already ({chart name: PNG bytes}, as
-    ``charts.chart_images`` gives them: drawn in a worker process); ``html``: write
-    report.html as well.
+    here (with ``workers``, if given: ``charts.ChartWorkers``) unless
+    ``images`` holds them already ({chart name: PNG bytes}, as ``chart_images`` gives
+    them); ``html``: write report.html as well.
     """
     from .markdown import render_markdown
 
@@ -50,7 +52,7 @@ def write_report(report: Report, out_dir: Path, charts: bool = True,
     elif images is None:
         from .charts import chart_images
 
-        images = chart_images(report)
+        images = chart_images(report, workers)
     drawn = write_images(out_dir, images)
     written = [*drawn.values(), write_ranks_csv(report, out_dir / "ranks.csv")]
     links = {name: path.name for name, path in drawn.items()}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import math
+import pickle
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import StrMethodFormatter  # noqa: E402
 
 from .. import format as fmt  # noqa: E402
+from ..report.json_form import pickled  # noqa: E402
 from ..report.model import CandidatesSummary, Memory, OperatorRow, RankRow, Report  # noqa: E402
 from .files import write_bytes_atomic, write_images  # noqa: E402
 from .memory_section import has_timeline  # noqa: E402
@@ -540,10 +542,65 @@ CHARTS: tuple[tuple[str, Callable[[Report], bool], Callable[[Report], Any]], ...
 )
 
 
-def chart_images(report: Report) -> dict[str, bytes]:
-    """Every chart of ``CHARTS`` that has data, as PNG bytes; {chart name: bytes}."""
-    return {name: png_bytes(figure(report)) for name, wanted, figure in CHARTS
-            if wanted(report)}
+def _wanted(report: Report) -> list[tuple[str, Callable[[Report], Any]]]:
+    return [(name, figure) for name, wanted, figure in CHARTS if wanted(report)]
+
+
+def chart_images(report: Report, workers: ChartWorkers | None = None) -> dict[str, bytes]:
+    """Every chart of ``CHARTS`` that has data, as PNG bytes; {chart name: bytes}.
+
+    ``workers``: drawn together with worker processes (``ChartWorkers``), else here.
+    """
+    if workers is not None:
+        return workers.images(report)
+    return {name: png_bytes(figure(report)) for name, figure in _wanted(report)}
+
+
+class ChartWorkers:
+    """A report's charts drawn by worker processes and this one together.
+
+    ``offer`` gives the workers of ``pool`` (anything with ``submit``, as a
+    ``concurrent.futures`` executor has) a report's charts as soon as it is built, first
+    chart first: they draw them while this process compares the next candidate. ``images``
+    then draws here, from the last one back, every chart of the report no worker has
+    started, and waits for the rest: the two meet wherever the workers' speed puts them (a
+    worker still starting takes none). A PNG is the same wherever it was drawn.
+    """
+
+    def __init__(self, pool: Any) -> None:
+        self.pool = pool
+        self._offered: dict[int, tuple[Report, dict[str, Any]]] = {}
+
+    def offer(self, report: Report) -> None:
+        """Queue the charts of ``report`` for the workers."""
+        blob = pickled(report)
+        self._offered[id(report)] = (report, {
+            name: self.pool.submit(draw_pickled, blob, name) for name, _ in _wanted(report)})
+
+    def images(self, report: Report) -> dict[str, bytes]:
+        """The charts of ``report`` (offered first if it was not), as ``chart_images``."""
+        if id(report) not in self._offered:
+            self.offer(report)
+        _, futures = self._offered.pop(id(report))
+        charts = _wanted(report)
+        here = {name: png_bytes(figure(report)) for name, figure in reversed(charts)
+                if futures[name].cancel()}
+        return {name: here[name] if name in here else futures[name].result()
+                for name, _ in charts}
+
+
+# The report a worker last unpickled, with its bytes: the charts of one report come in
+# one after another with the same bytes.
+_unpickled: tuple[bytes, Report] | None = None
+
+
+def draw_pickled(blob: bytes, name: str) -> bytes:
+    """In a worker: the chart ``name`` of the report pickled in ``blob``, as PNG bytes."""
+    global _unpickled
+    if _unpickled is None or _unpickled[0] != blob:
+        _unpickled = (blob, pickle.loads(blob))
+    figure = next(figure for chart, _, figure in CHARTS if chart == name)
+    return png_bytes(figure(_unpickled[1]))
 
 
 def draw_charts(report: Report, out_dir: Path,

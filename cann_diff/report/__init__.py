@@ -8,7 +8,7 @@ summary), ``build.py`` builds them from the comparison and the analysis, and
 from __future__ import annotations
 
 from .build import build_candidates_summary, build_report, fusion_state, rows_of, verdict
-from .json_form import SCHEMA, clean, frozen, json_schema, to_json
+from .json_form import SCHEMA, clean, frozen, json_schema, pickled, to_json
 from .model import (
     AllSteps,
     BandwidthChange,
@@ -62,5 +62,5 @@ __all__ = ["SCHEMA", "AllSteps", "BandwidthChange", "Breakdown", "Candidate", "C
            "ModuleMemoryChange", "Mover", "OperatorMemoryChange", "OperatorRow", "PeakChange",
            "RankRow", "Report", "ReportSettings", "ScreenedStep", "Side", "SkewRow", "StepLanes",
            "StepResult", "Tool", "Versions", "build_candidates_summary", "build_report", "clean",
-           "frozen", "fusion_state", "json_schema", "rows_of", "to_json", "tool_version",
+           "frozen", "fusion_state", "json_schema", "pickled", "rows_of", "to_json", "tool_version",
            "verdict"]

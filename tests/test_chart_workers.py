@@ -1,0 +1,177 @@
+"""Charts drawn by worker processes and the command together (``charts.ChartWorkers``).
+
+The sharing is checked with fake pools whose workers take a known number of charts, on
+fake charts whose "PNG" names the chart, the report and who drew it; then once with real
+worker processes and once through the command line, both against charts drawn here.
+"""
+
+from __future__ import annotations
+
+import pickle
+from concurrent.futures import Future
+from types import MappingProxyType
+
+import pytest
+from click.testing import CliRunner
+from conftest import EXAMPLES
+
+from cann_diff import cli
+from cann_diff.pipeline import Options, diff
+from cann_diff.render import charts
+from cann_diff.report import frozen, pickled
+
+# Who is drawing: set to "worker" while a fake pool runs a task.
+WHO = {"now": "here"}
+
+
+def fake_figure(name: str):
+    return lambda report: f"{name}:{report['tag']}"
+
+
+def fake_png(figure: str) -> bytes:
+    WHO.setdefault("log", []).append(f"{figure}@{WHO['now']}")
+    return f"{figure}@{WHO['now']}".encode()
+
+
+@pytest.fixture
+def fake_charts(monkeypatch):
+    """Charts a, b, c, d, e and x; x has no data (never drawn). Returns the drawing log."""
+    table = tuple((name, (lambda report, name=name: name != "x"), fake_figure(name))
+                  for name in "abxcde")
+    monkeypatch.setattr(charts, "CHARTS", table)
+    monkeypatch.setattr(charts, "png_bytes", fake_png)
+    monkeypatch.setattr(charts, "_unpickled", None)
+    WHO.clear()
+    WHO["now"] = "here"
+    WHO["log"] = []
+    return WHO["log"]
+
+
+class PrefetchPool:
+    """A pool whose worker takes the first ``taken`` tasks at once and no others."""
+
+    def __init__(self, taken: int) -> None:
+        self.taken = taken
+
+    def submit(self, func, *args) -> Future:
+        future: Future = Future()
+        if self.taken > 0:
+            self.taken -= 1
+            future.set_running_or_notify_cancel()  # the worker has it: no cancelling now
+            WHO["now"] = "worker"
+            try:
+                future.set_result(func(*args))
+            except Exception as error:  # noqa: BLE001 (handed back as a worker would)
+                future.set_exception(error)
+            finally:
+                WHO["now"] = "here"
+        return future
+
+
+def test_a_worker_that_takes_nothing_leaves_every_chart_here_from_the_last_back(fake_charts):
+    report = {"tag": "r1"}
+    images = charts.ChartWorkers(PrefetchPool(0)).images(report)
+    assert list(images) == ["a", "b", "c", "d", "e"]  # CHARTS order, x has no data
+    assert images["a"] == b"a:r1@here"
+    assert fake_charts == ["e:r1@here", "d:r1@here", "c:r1@here", "b:r1@here", "a:r1@here"]
+
+
+def test_the_charts_a_worker_took_are_its_and_the_rest_are_drawn_here(fake_charts):
+    report = {"tag": "r1"}
+    images = charts.ChartWorkers(PrefetchPool(2)).images(report)
+    assert images == {"a": b"a:r1@worker", "b": b"b:r1@worker", "c": b"c:r1@here",
+                      "d": b"d:r1@here", "e": b"e:r1@here"}
+    assert fake_charts == ["a:r1@worker", "b:r1@worker", "e:r1@here", "d:r1@here",
+                           "c:r1@here"]
+
+
+def test_offered_reports_keep_their_own_charts(fake_charts):
+    first, second = {"tag": "r1"}, {"tag": "r2"}
+    workers = charts.ChartWorkers(PrefetchPool(7))  # all five of r1, two of r2
+    workers.offer(first)
+    workers.offer(second)
+    assert workers.images(second) == {"a": b"a:r2@worker", "b": b"b:r2@worker",
+                                      "c": b"c:r2@here", "d": b"d:r2@here",
+                                      "e": b"e:r2@here"}
+    assert workers.images(first) == {name: f"{name}:r1@worker".encode() for name in "abcde"}
+    assert workers._offered == {}  # nothing held once written
+
+
+def test_a_chart_that_fails_in_a_worker_fails_the_report(fake_charts, monkeypatch):
+    def broken(report):
+        raise ValueError("no such font")
+
+    table = list(charts.CHARTS)
+    table[1] = ("b", table[1][1], broken)
+    monkeypatch.setattr(charts, "CHARTS", tuple(table))
+    with pytest.raises(ValueError, match="no such font"):
+        charts.ChartWorkers(PrefetchPool(2)).images({"tag": "r1"})
+
+
+def test_a_pickled_report_keeps_its_read_only_views_and_nothing_else_changes():
+    value = {"meta": frozen({"sources": {"kernels": "kernel_details.csv"}}), "n": 3}
+    back = pickle.loads(pickled(value))
+    assert back == {"meta": {"sources": {"kernels": "kernel_details.csv"}}, "n": 3}
+    assert isinstance(back["meta"], MappingProxyType)
+    assert isinstance(back["meta"]["sources"], MappingProxyType)
+    with pytest.raises(TypeError):  # the process's own pickling of a view is untouched
+        pickle.dumps(MappingProxyType({}))
+
+
+@pytest.mark.parametrize(("jobs", "wanted", "server", "expected"), [
+    (1, True, True, 0),  # one job: no worker
+    (2, False, True, 0),  # --no-charts
+    (2, True, True, 1),
+    (3, True, False, 0),  # no forkserver (macOS, Windows): drawn here
+    (64, True, True, cli.CHART_WORKERS_MAX),
+])
+def test_chart_workers_come_from_the_jobs(monkeypatch, jobs, wanted, server, expected):
+    from cann_diff import processes
+
+    started = []
+    monkeypatch.setattr(processes, "start_forkserver",
+                        lambda preload: started.append(preload) or server)
+    assert cli._chart_workers(jobs, wanted) == expected
+    assert started == ([cli.CHART_PRELOAD] if jobs > 1 and wanted else [])
+
+
+def test_at_most_one_worker_per_chart_this_process_leaves():
+    assert cli.CHART_WORKERS_MAX == len(charts.CHARTS) - 1
+
+
+@pytest.mark.slow
+def test_real_workers_draw_the_same_pngs(tmp_path):
+    from cann_diff.processes import worker_pool
+
+    report = diff(EXAMPLES / "cann7.0.1.3", EXAMPLES / "cann8.0.RC2",
+                  Options(jobs=1)).report
+    alone = charts.chart_images(report)
+    with worker_pool(1, cli.CHART_PRELOAD) as pool:
+        workers = charts.ChartWorkers(pool)
+        workers.offer(report)
+        shared = workers.images(report)
+    assert list(shared) == list(alone) and len(alone) >= 6
+    assert shared == alone  # byte for byte
+
+
+@pytest.mark.slow
+def test_the_command_writes_the_same_files_with_chart_workers_or_without(tmp_path,
+                                                                         monkeypatch):
+    runs = [EXAMPLES / name for name in ("cann7.0.1.3", "cann8.0.RC2", "cann8.0.RC2-mc2")]
+    outs = {}
+    for jobs in ("1", "2"):
+        # The same "-o out" from two directories: the command line the reports quote
+        # (which leaves --jobs out) is the same.
+        here = tmp_path / f"j{jobs}"
+        here.mkdir()
+        monkeypatch.chdir(here)
+        outs[jobs] = here / "out"
+        result = CliRunner().invoke(cli.main, [*map(str, runs), "-o", "out",
+                                               "--jobs", jobs, "--quiet"])
+        assert result.exit_code == 0, result.output
+    files = sorted(p.relative_to(outs["1"]) for p in outs["1"].rglob("*") if p.is_file())
+    assert sorted(p.relative_to(outs["2"]) for p in outs["2"].rglob("*") if p.is_file()) \
+        == files
+    assert sum(p.suffix == ".png" for p in files) >= 13  # 2 reports' charts and the summary's
+    for path in files:
+        assert (outs["1"] / path).read_bytes() == (outs["2"] / path).read_bytes(), path
