@@ -502,7 +502,7 @@ def _charts_beside(workers: int) -> Iterator[Any]:
     from .render.charts import ChartWorkers
 
     with worker_pool(workers, CHART_PRELOAD) as pool:
-        yield ChartWorkers(pool)
+        yield ChartWorkers(pool, workers)
 
 
 def _write_candidates(results, names: list[str], failed: list[bool] | None,

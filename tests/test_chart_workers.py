@@ -47,54 +47,90 @@ def fake_charts(monkeypatch):
     return WHO["log"]
 
 
-class PrefetchPool:
-    """A pool whose worker takes the first ``taken`` tasks at once and no others."""
+class Lazy(Future):
+    """A chart handed to a worker that draws it only once someone waits for it."""
 
-    def __init__(self, taken: int) -> None:
-        self.taken = taken
+    def __init__(self, func, args) -> None:
+        super().__init__()
+        self.call = (func, args)
+
+    def result(self, timeout=None):
+        if not self.done():
+            self.set_running_or_notify_cancel()
+            _run(self, *self.call)
+        return super().result(timeout)
+
+
+def _run(future: Future, func, args) -> None:
+    WHO["now"] = "worker"
+    try:
+        future.set_result(func(*args))
+    except Exception as error:  # noqa: BLE001 (handed back as a worker would)
+        future.set_exception(error)
+    finally:
+        WHO["now"] = "here"
+
+
+class FakePool:
+    """A worker that draws the first ``quick`` charts at once, then each only when waited for."""
+
+    def __init__(self, quick: int) -> None:
+        self.quick = quick
+        self.submitted: list[str] = []
 
     def submit(self, func, *args) -> Future:
-        future: Future = Future()
-        if self.taken > 0:
-            self.taken -= 1
-            future.set_running_or_notify_cancel()  # the worker has it: no cancelling now
-            WHO["now"] = "worker"
-            try:
-                future.set_result(func(*args))
-            except Exception as error:  # noqa: BLE001 (handed back as a worker would)
-                future.set_exception(error)
-            finally:
-                WHO["now"] = "here"
-        return future
+        self.submitted.append(args[1])
+        if self.quick > 0:
+            self.quick -= 1
+            future: Future = Future()
+            future.set_running_or_notify_cancel()
+            _run(future, func, args)
+            return future
+        return Lazy(func, args)
 
 
-def test_a_worker_that_takes_nothing_leaves_every_chart_here_from_the_last_back(fake_charts):
+def test_a_slow_worker_draws_only_the_chart_it_was_handed(fake_charts):
     report = {"tag": "r1"}
-    images = charts.ChartWorkers(PrefetchPool(0)).images(report)
+    images = charts.ChartWorkers(FakePool(0)).images(report)
     assert list(images) == ["a", "b", "c", "d", "e"]  # CHARTS order, x has no data
-    assert images["a"] == b"a:r1@here"
-    assert fake_charts == ["e:r1@here", "d:r1@here", "c:r1@here", "b:r1@here", "a:r1@here"]
+    assert images["a"] == b"a:r1@worker" and images["b"] == b"b:r1@here"
+    # From the last back here; a, handed out first, is drawn once it is waited for.
+    assert fake_charts == ["e:r1@here", "d:r1@here", "c:r1@here", "b:r1@here", "a:r1@worker"]
 
 
-def test_the_charts_a_worker_took_are_its_and_the_rest_are_drawn_here(fake_charts):
+def test_a_worker_is_handed_the_next_chart_each_time_it_finishes_one(fake_charts):
     report = {"tag": "r1"}
-    images = charts.ChartWorkers(PrefetchPool(2)).images(report)
-    assert images == {"a": b"a:r1@worker", "b": b"b:r1@worker", "c": b"c:r1@here",
+    images = charts.ChartWorkers(FakePool(2)).images(report)
+    # a and b drawn at once, so c was handed out after them; d and e were still queued.
+    assert images == {"a": b"a:r1@worker", "b": b"b:r1@worker", "c": b"c:r1@worker",
                       "d": b"d:r1@here", "e": b"e:r1@here"}
     assert fake_charts == ["a:r1@worker", "b:r1@worker", "e:r1@here", "d:r1@here",
-                           "c:r1@here"]
+                           "c:r1@worker"]
+
+
+def test_no_more_charts_are_out_than_workers(fake_charts):
+    pool = FakePool(0)
+    workers = charts.ChartWorkers(pool, workers=2)
+    report = {"tag": "r1"}
+    workers.offer(report)
+    assert pool.submitted == ["a", "b"]  # c, d, e wait for a worker to be done
+    images = workers.images(report)
+    assert pool.submitted == ["a", "b"]  # drawn here before either worker was done
+    assert [images[name] for name in "abc"] == [b"a:r1@worker", b"b:r1@worker", b"c:r1@here"]
 
 
 def test_offered_reports_keep_their_own_charts(fake_charts):
     first, second = {"tag": "r1"}, {"tag": "r2"}
-    workers = charts.ChartWorkers(PrefetchPool(7))  # all five of r1, two of r2
+    pool = FakePool(7)  # all five of r1 at once, then a and b of r2, and c of r2 handed out
+    workers = charts.ChartWorkers(pool)
     workers.offer(first)
     workers.offer(second)
+    assert pool.submitted == ["a", "b", "c", "d", "e", "a", "b", "c"]
     assert workers.images(second) == {"a": b"a:r2@worker", "b": b"b:r2@worker",
-                                      "c": b"c:r2@here", "d": b"d:r2@here",
+                                      "c": b"c:r2@worker", "d": b"d:r2@here",
                                       "e": b"e:r2@here"}
     assert workers.images(first) == {name: f"{name}:r1@worker".encode() for name in "abcde"}
-    assert workers._offered == {}  # nothing held once written
+    assert workers._offered == {} and not workers._queue  # nothing held once written
 
 
 def test_a_chart_that_fails_in_a_worker_fails_the_report(fake_charts, monkeypatch):
@@ -104,8 +140,20 @@ def test_a_chart_that_fails_in_a_worker_fails_the_report(fake_charts, monkeypatc
     table = list(charts.CHARTS)
     table[1] = ("b", table[1][1], broken)
     monkeypatch.setattr(charts, "CHARTS", tuple(table))
+    pool = FakePool(2)
     with pytest.raises(ValueError, match="no such font"):
-        charts.ChartWorkers(PrefetchPool(2)).images({"tag": "r1"})
+        charts.ChartWorkers(pool).images({"tag": "r1"})
+    assert pool.submitted == ["a", "b"]  # nothing handed out after the failure
+    assert fake_charts == ["a:r1@worker", "e:r1@here", "d:r1@here", "c:r1@here"]
+
+
+def test_a_pool_that_takes_nothing_more_leaves_the_charts_here(fake_charts):
+    class ShutDown:
+        def submit(self, func, *args):
+            raise RuntimeError("cannot schedule new futures after shutdown")
+
+    images = charts.ChartWorkers(ShutDown()).images({"tag": "r1"})
+    assert images == {name: f"{name}:r1@here".encode() for name in "abcde"}
 
 
 def test_a_pickled_report_keeps_its_read_only_views_and_nothing_else_changes():
@@ -147,7 +195,7 @@ def test_real_workers_draw_the_same_pngs(tmp_path):
                   Options(jobs=1)).report
     alone = charts.chart_images(report)
     with worker_pool(1, cli.CHART_PRELOAD) as pool:
-        workers = charts.ChartWorkers(pool)
+        workers = charts.ChartWorkers(pool, 1)
         workers.offer(report)
         shared = workers.images(report)
     assert list(shared) == list(alone) and len(alone) >= 6

@@ -21,6 +21,8 @@ from __future__ import annotations
 import io
 import math
 import pickle
+import threading
+from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -559,34 +561,79 @@ def chart_images(report: Report, workers: ChartWorkers | None = None) -> dict[st
 class ChartWorkers:
     """A report's charts drawn by worker processes and this one together.
 
-    ``offer`` gives the workers of ``pool`` (anything with ``submit``, as a
-    ``concurrent.futures`` executor has) a report's charts as soon as it is built, first
-    chart first: they draw them while this process compares the next candidate. ``images``
-    then draws here, from the last one back, every chart of the report no worker has
-    started, and waits for the rest: the two meet wherever the workers' speed puts them (a
-    worker still starting takes none). A PNG is the same wherever it was drawn.
+    ``offer`` queues a report's charts as soon as it is built; ``workers`` of them at a
+    time are handed to the workers of ``pool`` (anything with ``submit``, as a
+    ``concurrent.futures`` executor has), first chart first, the next each time one is
+    drawn: they draw while this process compares the next candidate. ``images`` then draws
+    here, from the last one back, every chart of the report not handed out yet, and waits
+    for the ones that were: the two meet wherever the workers' speed puts them. One chart
+    per worker at a time, as a pool would queue a second one ahead, which this process
+    could then neither draw nor cancel. A PNG is the same wherever it was drawn.
     """
 
-    def __init__(self, pool: Any) -> None:
+    def __init__(self, pool: Any, workers: int = 1) -> None:
         self.pool = pool
-        self._offered: dict[int, tuple[Report, dict[str, Any]]] = {}
+        self.workers = workers
+        # The queue and the handing out run in this thread and in the pool's result
+        # thread (``_drawn``).
+        self._lock = threading.RLock()
+        # {id(report): (the report, its pickle, {chart handed out: Future})}; the report
+        # is held so that its id is not another's while its charts are out.
+        self._offered: dict[int, tuple[Report, bytes, dict[str, Any]]] = {}
+        self._queue: deque[tuple[int, str]] = deque()  # (id(report), chart) not handed out
+        self._out = 0  # charts handed out and not drawn yet
+        self._stopped = False  # the pool took no more: what is queued is drawn here
 
     def offer(self, report: Report) -> None:
         """Queue the charts of ``report`` for the workers."""
-        blob = pickled(report)
-        self._offered[id(report)] = (report, {
-            name: self.pool.submit(draw_pickled, blob, name) for name, _ in _wanted(report)})
+        with self._lock:
+            self._offered[id(report)] = (report, pickled(report), {})
+            self._queue.extend((id(report), name) for name, _ in _wanted(report))
+            self._hand_out()
+
+    def _hand_out(self) -> None:
+        while not self._stopped and self._out < self.workers and self._queue:
+            key, name = self._queue[0]
+            _, blob, futures = self._offered[key]
+            try:
+                future = self.pool.submit(draw_pickled, blob, name)
+            except Exception:  # noqa: BLE001 (shut down or broken: the rest is drawn here)
+                self._stopped = True
+                return
+            self._queue.popleft()
+            futures[name] = future
+            self._out += 1
+            future.add_done_callback(self._drawn)
+
+    def _drawn(self, future: Any) -> None:
+        """A handed-out chart is done: hand out the next. Never raises (a pool's callback)."""
+        if future.cancelled():  # the pool is being stopped, holding its own lock: leave
+            return
+        with self._lock:
+            self._out -= 1
+            if future.exception() is not None:  # the report fails with it (``images``)
+                self._stopped = True
+            self._hand_out()
 
     def images(self, report: Report) -> dict[str, bytes]:
         """The charts of ``report`` (offered first if it was not), as ``chart_images``."""
-        if id(report) not in self._offered:
+        key = id(report)
+        if key not in self._offered:
             self.offer(report)
-        _, futures = self._offered.pop(id(report))
         charts = _wanted(report)
-        here = {name: png_bytes(figure(report)) for name, figure in reversed(charts)
-                if futures[name].cancel()}
-        return {name: here[name] if name in here else futures[name].result()
-                for name, _ in charts}
+        here = {}
+        for name, figure in reversed(charts):
+            with self._lock:
+                mine = (key, name) in self._queue
+                if mine:
+                    self._queue.remove((key, name))
+            if mine:
+                here[name] = png_bytes(figure(report))
+        _, _, futures = self._offered[key]
+        images = {name: here[name] if name in here else futures[name].result()
+                  for name, _ in charts}
+        del self._offered[key]
+        return images
 
 
 # The report a worker last unpickled, with its bytes: the charts of one report come in
