@@ -8,7 +8,9 @@ worker processes and once through the command line, both against charts drawn he
 from __future__ import annotations
 
 import pickle
-from concurrent.futures import Future
+import threading
+import time
+from concurrent.futures import BrokenExecutor, Future
 from types import MappingProxyType
 
 import pytest
@@ -20,8 +22,9 @@ from cann_diff.pipeline import Options, diff
 from cann_diff.render import charts
 from cann_diff.report import frozen, pickled
 
-# Who is drawing: set to "worker" while a fake pool runs a task.
-WHO = {"now": "here"}
+# Who is drawing, per thread: "worker" while a fake pool runs a task.
+WHO = threading.local()
+LOG: list[str] = []
 
 
 def fake_figure(name: str):
@@ -29,8 +32,9 @@ def fake_figure(name: str):
 
 
 def fake_png(figure: str) -> bytes:
-    WHO.setdefault("log", []).append(f"{figure}@{WHO['now']}")
-    return f"{figure}@{WHO['now']}".encode()
+    drawn = f"{figure}@{getattr(WHO, 'now', 'here')}"
+    LOG.append(drawn)
+    return drawn.encode()
 
 
 @pytest.fixture
@@ -41,90 +45,100 @@ def fake_charts(monkeypatch):
     monkeypatch.setattr(charts, "CHARTS", table)
     monkeypatch.setattr(charts, "png_bytes", fake_png)
     monkeypatch.setattr(charts, "_unpickled", None)
-    WHO.clear()
-    WHO["now"] = "here"
-    WHO["log"] = []
-    return WHO["log"]
-
-
-class Lazy(Future):
-    """A chart handed to a worker that draws it only once someone waits for it."""
-
-    def __init__(self, func, args) -> None:
-        super().__init__()
-        self.call = (func, args)
-
-    def result(self, timeout=None):
-        if not self.done():
-            self.set_running_or_notify_cancel()
-            _run(self, *self.call)
-        return super().result(timeout)
+    LOG.clear()
+    return LOG
 
 
 def _run(future: Future, func, args) -> None:
-    WHO["now"] = "worker"
+    WHO.now = "worker"
     try:
         future.set_result(func(*args))
     except Exception as error:  # noqa: BLE001 (handed back as a worker would)
         future.set_exception(error)
     finally:
-        WHO["now"] = "here"
+        WHO.now = "here"
 
 
 class FakePool:
-    """A worker that draws the first ``quick`` charts at once, then each only when waited for."""
+    """A worker that draws the first ``quick`` charts at once; each one after those only
+    once nothing is queued any more (this process has taken the rest), in a thread."""
 
     def __init__(self, quick: int) -> None:
         self.quick = quick
         self.submitted: list[str] = []
+        self.workers: charts.ChartWorkers | None = None  # whose queue the worker watches
+        self.threads: list[threading.Thread] = []
 
     def submit(self, func, *args) -> Future:
         self.submitted.append(args[1])
+        future: Future = Future()
+        future.set_running_or_notify_cancel()
         if self.quick > 0:
             self.quick -= 1
-            future: Future = Future()
-            future.set_running_or_notify_cancel()
             _run(future, func, args)
-            return future
-        return Lazy(func, args)
+        else:
+            thread = threading.Thread(target=self._later, args=(future, func, args))
+            self.threads.append(thread)
+            thread.start()
+        return future
+
+    def _later(self, future, func, args) -> None:
+        deadline = time.monotonic() + 10
+        while self.workers is not None and self.workers._queue and \
+                time.monotonic() < deadline:
+            time.sleep(0.001)
+        _run(future, func, args)
+
+
+def workers_on(pool: FakePool, count: int = 1) -> charts.ChartWorkers:
+    workers = charts.ChartWorkers(pool, count)
+    pool.workers = workers
+    return workers
+
+
+def here(log: list[str]) -> list[str]:
+    return [entry for entry in log if entry.endswith("@here")]
 
 
 def test_a_slow_worker_draws_only_the_chart_it_was_handed(fake_charts):
     report = {"tag": "r1"}
-    images = charts.ChartWorkers(FakePool(0)).images(report)
+    images = workers_on(FakePool(0)).images(report)
     assert list(images) == ["a", "b", "c", "d", "e"]  # CHARTS order, x has no data
     assert images["a"] == b"a:r1@worker" and images["b"] == b"b:r1@here"
-    # From the last back here; a, handed out first, is drawn once it is waited for.
-    assert fake_charts == ["e:r1@here", "d:r1@here", "c:r1@here", "b:r1@here", "a:r1@worker"]
+    # From the last back here; a, handed out first, drawn by the worker meanwhile.
+    assert here(fake_charts) == ["e:r1@here", "d:r1@here", "c:r1@here", "b:r1@here"]
+    assert sorted(fake_charts) == sorted([*here(fake_charts), "a:r1@worker"])
 
 
 def test_a_worker_is_handed_the_next_chart_each_time_it_finishes_one(fake_charts):
     report = {"tag": "r1"}
-    images = charts.ChartWorkers(FakePool(2)).images(report)
+    pool = FakePool(2)
+    images = workers_on(pool).images(report)
     # a and b drawn at once, so c was handed out after them; d and e were still queued.
+    assert pool.submitted == ["a", "b", "c"]
     assert images == {"a": b"a:r1@worker", "b": b"b:r1@worker", "c": b"c:r1@worker",
                       "d": b"d:r1@here", "e": b"e:r1@here"}
-    assert fake_charts == ["a:r1@worker", "b:r1@worker", "e:r1@here", "d:r1@here",
-                           "c:r1@worker"]
+    assert here(fake_charts) == ["e:r1@here", "d:r1@here"]
 
 
 def test_no_more_charts_are_out_than_workers(fake_charts):
     pool = FakePool(0)
-    workers = charts.ChartWorkers(pool, workers=2)
+    workers = workers_on(pool, 2)
     report = {"tag": "r1"}
     workers.offer(report)
     assert pool.submitted == ["a", "b"]  # c, d, e wait for a worker to be done
     images = workers.images(report)
-    assert pool.submitted == ["a", "b"]  # drawn here before either worker was done
+    assert pool.submitted == ["a", "b"]  # taken here before either worker was done
     assert [images[name] for name in "abc"] == [b"a:r1@worker", b"b:r1@worker", b"c:r1@here"]
 
 
 def test_offered_reports_keep_their_own_charts(fake_charts):
     first, second = {"tag": "r1"}, {"tag": "r2"}
     pool = FakePool(7)  # all five of r1 at once, then a and b of r2, and c of r2 handed out
-    workers = charts.ChartWorkers(pool)
+    workers = workers_on(pool)
     workers.offer(first)
     workers.offer(second)
+    workers.offer(first)  # offered once only
     assert pool.submitted == ["a", "b", "c", "d", "e", "a", "b", "c"]
     assert workers.images(second) == {"a": b"a:r2@worker", "b": b"b:r2@worker",
                                       "c": b"c:r2@worker", "d": b"d:r2@here",
@@ -142,9 +156,24 @@ def test_a_chart_that_fails_in_a_worker_fails_the_report(fake_charts, monkeypatc
     monkeypatch.setattr(charts, "CHARTS", tuple(table))
     pool = FakePool(2)
     with pytest.raises(ValueError, match="no such font"):
-        charts.ChartWorkers(pool).images({"tag": "r1"})
+        workers_on(pool).images({"tag": "r1"})
     assert pool.submitted == ["a", "b"]  # nothing handed out after the failure
     assert fake_charts == ["a:r1@worker", "e:r1@here", "d:r1@here", "c:r1@here"]
+
+
+def test_a_chart_lost_with_a_dead_worker_is_drawn_here(fake_charts):
+    class Broken(FakePool):
+        def submit(self, func, *args):
+            self.submitted.append(args[1])
+            future: Future = Future()
+            future.set_exception(BrokenExecutor("a worker died"))  # killed by the OOM killer
+            return future
+
+    pool = Broken(0)
+    images = workers_on(pool).images({"tag": "r1"})
+    assert pool.submitted == ["a"]  # the pool is broken: nothing more handed out
+    assert images == {name: f"{name}:r1@here".encode() for name in "abcde"}
+    assert fake_charts == ["e:r1@here", "d:r1@here", "c:r1@here", "b:r1@here", "a:r1@here"]
 
 
 def test_a_pool_that_takes_nothing_more_leaves_the_charts_here(fake_charts):

@@ -24,6 +24,8 @@ import pickle
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
+from concurrent.futures import BrokenExecutor, Future
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -568,58 +570,79 @@ class ChartWorkers:
     here, from the last one back, every chart of the report not handed out yet, and waits
     for the ones that were: the two meet wherever the workers' speed puts them. One chart
     per worker at a time, as a pool would queue a second one ahead, which this process
-    could then neither draw nor cancel. A PNG is the same wherever it was drawn.
+    could then neither draw nor cancel. A chart a worker could not draw because the pool
+    broke (a worker killed) is drawn here; a PNG is the same wherever it was drawn.
+
+    The queue's lock is never held across a call into the pool: the pool's result thread
+    runs ``_drawn`` holding the pool's own lock on some Python versions.
     """
 
     def __init__(self, pool: Any, workers: int = 1) -> None:
         self.pool = pool
         self.workers = workers
-        # The queue and the handing out run in this thread and in the pool's result
-        # thread (``_drawn``).
-        self._lock = threading.RLock()
-        # {id(report): (the report, its pickle, {chart handed out: Future})}; the report
-        # is held so that its id is not another's while its charts are out.
-        self._offered: dict[int, tuple[Report, bytes, dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+        # {id(report): (the report, its pickle, {chart handed out: its PNG to come, None:
+        # to draw here})}; the report is held so that its id is not another's meanwhile.
+        self._offered: dict[int, tuple[Report, bytes, dict[str, Future]]] = {}
         self._queue: deque[tuple[int, str]] = deque()  # (id(report), chart) not handed out
         self._out = 0  # charts handed out and not drawn yet
-        self._stopped = False  # the pool took no more: what is queued is drawn here
+        self._stopped = False  # the pool takes no more: what is queued is drawn here
 
     def offer(self, report: Report) -> None:
-        """Queue the charts of ``report`` for the workers."""
+        """Queue the charts of ``report`` for the workers (once)."""
+        if id(report) in self._offered:
+            return
+        blob = pickled(report)
         with self._lock:
-            self._offered[id(report)] = (report, pickled(report), {})
+            self._offered[id(report)] = (report, blob, {})
             self._queue.extend((id(report), name) for name, _ in _wanted(report))
-            self._hand_out()
+        self._hand_out()
 
     def _hand_out(self) -> None:
-        while not self._stopped and self._out < self.workers and self._queue:
-            key, name = self._queue[0]
-            _, blob, futures = self._offered[key]
+        while True:
+            with self._lock:
+                if self._stopped or self._out >= self.workers or not self._queue:
+                    return
+                key, name = self._queue.popleft()
+                _, blob, charts = self._offered[key]
+                png: Future = Future()
+                charts[name] = png
+                self._out += 1
             try:
                 future = self.pool.submit(draw_pickled, blob, name)
             except Exception:  # noqa: BLE001 (shut down or broken: the rest is drawn here)
-                self._stopped = True
+                self._done(png, None, stop=True)
                 return
-            self._queue.popleft()
-            futures[name] = future
-            self._out += 1
-            future.add_done_callback(self._drawn)
+            future.add_done_callback(partial(self._drawn, png))
 
-    def _drawn(self, future: Any) -> None:
-        """A handed-out chart is done: hand out the next. Never raises (a pool's callback)."""
-        if future.cancelled():  # the pool is being stopped, holding its own lock: leave
-            return
+    def _done(self, png: Future, value: bytes | None, stop: bool = False,
+              error: BaseException | None = None) -> None:
         with self._lock:
             self._out -= 1
-            if future.exception() is not None:  # the report fails with it (``images``)
-                self._stopped = True
+            self._stopped = self._stopped or stop
+        if error is None:
+            png.set_result(value)
+        else:
+            png.set_exception(error)
+
+    def _drawn(self, png: Future, future: Any) -> None:
+        """A handed-out chart is done: its PNG, then the next chart. Never raises."""
+        if future.cancelled():  # the pool is being stopped: the run ends
+            self._done(png, None, stop=True)
+            return
+        error = future.exception()
+        if isinstance(error, BrokenExecutor):  # a worker died: this process draws it
+            self._done(png, None, stop=True)
+        elif error is not None:  # a chart that fails: the report fails with it
+            self._done(png, None, stop=True, error=error)
+        else:
+            self._done(png, future.result())
             self._hand_out()
 
     def images(self, report: Report) -> dict[str, bytes]:
         """The charts of ``report`` (offered first if it was not), as ``chart_images``."""
         key = id(report)
-        if key not in self._offered:
-            self.offer(report)
+        self.offer(report)
         charts = _wanted(report)
         here = {}
         for name, figure in reversed(charts):
@@ -629,11 +652,13 @@ class ChartWorkers:
                     self._queue.remove((key, name))
             if mine:
                 here[name] = png_bytes(figure(report))
-        _, _, futures = self._offered[key]
-        images = {name: here[name] if name in here else futures[name].result()
-                  for name, _ in charts}
-        del self._offered[key]
-        return images
+        with self._lock:
+            _, _, handed = self._offered.pop(key)
+        for name, figure in charts:
+            if name not in here:
+                drawn = handed[name].result()
+                here[name] = png_bytes(figure(report)) if drawn is None else drawn
+        return {name: here[name] for name, _ in charts}
 
 
 # The report a worker last unpickled, with its bytes: the charts of one report come in
