@@ -217,7 +217,7 @@ def test_at_most_one_worker_per_chart_this_process_leaves():
 
 
 @pytest.mark.slow
-def test_real_workers_draw_the_same_pngs(tmp_path):
+def test_real_workers_draw_the_same_pngs():
     from cann_diff.processes import worker_pool
 
     report = diff(EXAMPLES / "cann7.0.1.3", EXAMPLES / "cann8.0.RC2",
