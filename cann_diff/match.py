@@ -97,8 +97,44 @@ def _groups(ops: pd.DataFrame, thresholds: Thresholds,
     return groups, row_group
 
 
-def _label(values: pd.Series) -> str:
-    return "/".join(sorted(set(values)))
+# A key's columns as the rungs carry them: the first value (a key has one family, and
+# files where the first of its groups is filed), every group, or the distinct values joined.
+FOLDS = {"op_type": "joined", "group": "every", "family": "first", "category": "first",
+         "input_shapes": "joined", "match_shapes": "joined"}
+
+
+def _joined(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Per key, its distinct values sorted and joined by "/"; one value stays as it is."""
+    out = values[starts].copy()
+    for i in np.flatnonzero(sizes > 1):  # only keys that fold several groups
+        out[i] = "/".join(sorted(set(values[starts[i]:starts[i] + sizes[i]])))
+    return out
+
+
+def _by_key(side_key: np.ndarray, shared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One side's rows whose key is in ``shared``, ordered by key; where each key starts."""
+    rows = np.flatnonzero(np.isin(side_key, shared))
+    rows = rows[np.argsort(side_key[rows], kind="stable")]
+    keys = side_key[rows]
+    return rows, np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else keys
+
+
+def _folded(side: pd.DataFrame, rows: np.ndarray, starts: np.ndarray,
+            columns: list[str], suffix: str) -> dict[str, object]:
+    """One side's ``columns`` folded to one value per key (``FOLDS``), as ``<column>_<suffix>``."""
+    sizes = np.diff(np.r_[starts, len(rows)])
+    out: dict[str, object] = {}
+    for column in columns:
+        values = side[column].to_numpy()[rows]
+        how = FOLDS[column]
+        if how == "first":
+            out[f"{column}_{suffix}"] = values[starts]
+        elif how == "joined":
+            out[f"{column}_{suffix}"] = _joined(values, starts, sizes)
+        else:
+            parts = np.split(values, starts[1:]) if len(starts) else []
+            out[f"{column}_{suffix}"] = [part.tolist() for part in parts]
+    return out
 
 
 def _rung(base: pd.DataFrame, new: pd.DataFrame, on: list[str]):
@@ -106,24 +142,26 @@ def _rung(base: pd.DataFrame, new: pd.DataFrame, on: list[str]):
 
     Groups sharing a value of ``on`` on one side fold into one key. Every pair has
     ``<column>_base`` and ``<column>_new`` for op_type, input_shapes and match_shapes.
+    Pairs come sorted by ``on``; leftovers keep their order. One group-by numbers the
+    values of ``on`` over both sides, so a rung is a few array operations rather than a
+    group-by of named aggregations a side and a merge (≈ 30 ms a rung on 20 groups).
     """
-    fold = {"op_type": ("op_type", _label), "group": ("group", list),
-            "family": ("family", "first"), "category": ("category", "first"),
-            "input_shapes": ("input_shapes", _label),
-            "match_shapes": ("match_shapes", _label)}
-    fold = {k: v for k, v in fold.items() if k not in on}
-    b = base.groupby(on, sort=True).agg(**fold).reset_index()
-    n = new.groupby(on, sort=True).agg(**fold).reset_index()
-    merged = b.merge(n, on=on, how="outer", suffixes=("_base", "_new"), indicator=True)
-    both = merged[merged["_merge"] == "both"].copy()
+    folded = [column for column in FOLDS if column not in on]
+    numbered = pd.concat([base[on], new[on]], ignore_index=True)
+    key = numbered.groupby(on, sort=True).ngroup().to_numpy()
+    base_key, new_key = key[:len(base)], key[len(base):]
+    shared = np.intersect1d(base_key, new_key)
+    base_rows, base_starts = _by_key(base_key, shared)
+    new_rows, new_starts = _by_key(new_key, shared)
+    pairs: dict[str, object] = {column: base[column].to_numpy()[base_rows[base_starts]]
+                                for column in on}
+    pairs.update(_folded(base, base_rows, base_starts, folded, "base"))
+    pairs.update(_folded(new, new_rows, new_starts, folded, "new"))
+    both = pd.DataFrame(pairs)
     for column in ("op_type", "input_shapes", "match_shapes", "family"):
         if column in on:
             both[f"{column}_base"] = both[f"{column}_new"] = both[column]
-    left = base[base["group"].isin(_flatten(merged.loc[merged["_merge"] == "left_only",
-                                                       "group_base"]))]
-    right = new[new["group"].isin(_flatten(merged.loc[merged["_merge"] == "right_only",
-                                                      "group_new"]))]
-    return both, left, right
+    return both, base[~np.isin(base_key, shared)], new[~np.isin(new_key, shared)]
 
 
 def _normalized_rung(base: pd.DataFrame, new: pd.DataFrame):
@@ -143,10 +181,6 @@ def _normalized_rung(base: pd.DataFrame, new: pd.DataFrame):
     lost, base, rest = _rung(base, new[plain_new], on)
     new = pd.concat([rest, new[~plain_new]])
     return pd.concat([same, gained, lost], ignore_index=True), base, new
-
-
-def _flatten(lists: pd.Series) -> list[int]:
-    return [g for groups in lists for g in (groups if isinstance(groups, list) else [groups])]
 
 
 def match(base_ops: pd.DataFrame, new_ops: pd.DataFrame, *,
