@@ -92,19 +92,20 @@ def _group_side(run: Run, shared_ranks: set[int]) -> pd.DataFrame:
                        comm_type=comm["comm_type"].fillna("").astype(str))
     by_group = comm.groupby("group", sort=True)
     units = comm[["group", "rank", "step"]].drop_duplicates().groupby("group").size().clip(lower=1)
-    sums = by_group[[c for c in GROUP_TIMES if c in comm]].sum()
-    side = sums.div(units, axis=0)
-    side["ops"] = by_group["ops"].sum() / units
+    times = [c for c in GROUP_TIMES if c in comm]
+    links = [link for link in LINKS if f"{link}_mb" in comm]
+    link_columns = [f"{link}_{unit}" for link in links for unit in ("mb", "us")]
+    sums = by_group[[*times, "ops", "transit_mb", *link_columns]].sum()  # one pass
+    side = sums[times].div(units, axis=0)
+    side["ops"] = sums["ops"] / units
     side["ranks"] = by_group["rank"].nunique()
-    side["transit_mb"] = by_group["transit_mb"].sum() / units
+    side["transit_mb"] = sums["transit_mb"] / units
     with np.errstate(divide="ignore", invalid="ignore"):
         side["wait_ratio"] = sums["wait_us"] / (sums["wait_us"] + sums["transit_us"])
-        for link in LINKS:
-            if f"{link}_mb" in comm:
-                link_sums = by_group[[f"{link}_mb", f"{link}_us"]].sum()
-                # MB per µs → GB/s as the profiler writes Bandwidth(GB/s): MB/ms, so × 1e3
-                side[f"{link}_gbps"] = (link_sums[f"{link}_mb"] / link_sums[f"{link}_us"]
-                                        * 1e3).where(link_sums[f"{link}_us"] > 0)
+        for link in links:
+            # MB per µs → GB/s as the profiler writes Bandwidth(GB/s): MB/ms, so × 1e3
+            side[f"{link}_gbps"] = (sums[f"{link}_mb"] / sums[f"{link}_us"]
+                                    * 1e3).where(sums[f"{link}_us"] > 0)
     ranks = comm[["group", "rank"]].drop_duplicates().sort_values(["group", "rank"])
     side["members"] = _joined(ranks.set_index("group")["rank"].astype(str))
     shared = ranks[ranks["rank"].isin(shared_ranks)] if shared_ranks else ranks
@@ -121,26 +122,63 @@ def _group_side(run: Run, shared_ranks: set[int]) -> pd.DataFrame:
     return side
 
 
+def _rung_keys(base: pd.DataFrame, new: pd.DataFrame,
+               columns: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Each group's key on ``columns`` as one integer, numbered over both sides.
+
+    -1 where a part is empty: an unnamed group, or no member among the shared ranks, says
+    nothing.
+    """
+    keys = np.zeros(len(base) + len(new), dtype=np.int64)
+    empty = np.zeros(len(keys), dtype=bool)
+    for column in columns:
+        values = pd.concat([base[column], new[column]], ignore_index=True).astype(str)
+        codes, uniques = pd.factorize(values, use_na_sentinel=False)
+        keys = keys * (len(uniques) + 1) + codes
+        empty |= (values == "").to_numpy()
+    keys[empty] = -1
+    return keys[:len(base)], keys[len(base):]
+
+
+def _held_once(keys: np.ndarray, open_: np.ndarray) -> np.ndarray:
+    """Positions of the open groups whose key is set and no other open group holds."""
+    at = np.flatnonzero(open_ & (keys >= 0))
+    _, where, counts = np.unique(keys[at], return_inverse=True, return_counts=True)
+    return at[counts[where] == 1]
+
+
 def _pair(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
-    """Pair the groups of two runs down PAIRING; one row per pair or one-sided group."""
+    """Pair the groups of two runs down PAIRING; one row per pair or one-sided group.
+
+    A rung pairs a key that exactly one still-unpaired group holds on each side, in the
+    base's order. Keys are integers over both sides (a few array operations a rung, not a
+    merge: ≈ 10 ms a rung on a handful of groups).
+    """
     base = base.rename_axis("group").reset_index()
     new = new.rename_axis("group").reset_index()
+    base_groups, new_groups = base["group"], new["group"]
+    base_open = np.ones(len(base), dtype=bool)
+    new_open = np.ones(len(new), dtype=bool)
     found = []
     for paired_by, columns in PAIRING:
-        key = list(columns)
-        # An empty key (an unnamed group, no member among the shared ranks) says nothing.
-        b = base[(base[key].astype(str) != "").all(axis=1)]
-        n = new[(new[key].astype(str) != "").all(axis=1)]
-        b = b.drop_duplicates(key, keep=False)  # nor does a key two groups share
-        n = n.drop_duplicates(key, keep=False)
-        b, n = b.assign(group_base=b["group"]), n.assign(group_new=n["group"])
-        hits = b[key + ["group_base"]].merge(n[key + ["group_new"]], on=key)
-        found.append(pd.DataFrame({"base_group": hits["group_base"],
-                                   "new_group": hits["group_new"], "paired_by": paired_by}))
-        base = base[~base["group"].isin(hits["group_base"])]
-        new = new[~new["group"].isin(hits["group_new"])]
-    return pd.concat([*found, base[["group"]].rename(columns={"group": "base_group"}),
-                      new[["group"]].rename(columns={"group": "new_group"})], ignore_index=True)
+        b = n = np.zeros(0, dtype=np.int64)
+        if base_open.any() and new_open.any():  # else no rung can pair any more
+            base_keys, new_keys = _rung_keys(base, new, columns)
+            b, n = _held_once(base_keys, base_open), _held_once(new_keys, new_open)
+            _, in_b, in_n = np.intersect1d(base_keys[b], new_keys[n], return_indices=True)
+            order = np.argsort(in_b, kind="stable")
+            b, n = b[in_b[order]], n[in_n[order]]
+        found.append(pd.DataFrame({"base_group": _at(base_groups, b),
+                                   "new_group": _at(new_groups, n), "paired_by": paired_by}))
+        base_open[b] = new_open[n] = False
+    return pd.concat([*found, pd.DataFrame({"base_group": _at(base_groups, base_open)}),
+                      pd.DataFrame({"new_group": _at(new_groups, new_open)})],
+                     ignore_index=True)
+
+
+def _at(groups: pd.Series, where: np.ndarray) -> pd.Series:
+    return groups[where].reset_index(drop=True) if where.dtype == bool \
+        else groups.iloc[where].reset_index(drop=True)
 
 
 def _pairing_note(table: pd.DataFrame) -> Note | None:
