@@ -1,5 +1,5 @@
 """``python -m cann_diff`` runs the command line."""
 
-from .cli import main
+from .cli import run
 
-main(prog_name="cann-diff")
+run()
