@@ -499,7 +499,7 @@ def _charts_beside(workers: int) -> Iterator[Any]:
         yield None
         return
     from .processes import worker_pool
-    from .render.charts import ChartWorkers
+    from .render.chart_workers import ChartWorkers
 
     with worker_pool(workers, CHART_PRELOAD) as pool:
         yield ChartWorkers(pool, workers)

@@ -1,4 +1,4 @@
-"""Charts drawn by worker processes and the command together (``charts.ChartWorkers``).
+"""Charts drawn by worker processes and the command together (``chart_workers.ChartWorkers``).
 
 The sharing is checked with fake pools whose workers take a known number of charts, on
 fake charts whose "PNG" names the chart, the report and who drew it; then once with real
@@ -8,6 +8,8 @@ worker processes and once through the command line, both against charts drawn he
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import BrokenExecutor, Future
@@ -19,7 +21,7 @@ from conftest import EXAMPLES
 
 from cann_diff import cli
 from cann_diff.pipeline import Options, diff
-from cann_diff.render import charts
+from cann_diff.render import chart_list, chart_workers, charts
 from cann_diff.report import frozen, pickled
 
 # Who is drawing, per thread: "worker" while a fake pool runs a task.
@@ -43,8 +45,9 @@ def fake_charts(monkeypatch):
     table = tuple((name, (lambda report, name=name: name != "x"), fake_figure(name))
                   for name in "abxcde")
     monkeypatch.setattr(charts, "CHARTS", table)
+    monkeypatch.setattr(chart_list, "WANTED", tuple((name, drawn) for name, drawn, _ in table))
     monkeypatch.setattr(charts, "png_bytes", fake_png)
-    monkeypatch.setattr(charts, "_unpickled", None)
+    monkeypatch.setattr(chart_workers, "_unpickled", None)
     LOG.clear()
     return LOG
 
@@ -66,7 +69,7 @@ class FakePool:
     def __init__(self, quick: int) -> None:
         self.quick = quick
         self.submitted: list[str] = []
-        self.workers: charts.ChartWorkers | None = None  # whose queue the worker watches
+        self.workers: chart_workers.ChartWorkers | None = None  # whose queue the worker watches
         self.threads: list[threading.Thread] = []
 
     def submit(self, func, *args) -> Future:
@@ -90,8 +93,8 @@ class FakePool:
         _run(future, func, args)
 
 
-def workers_on(pool: FakePool, count: int = 1) -> charts.ChartWorkers:
-    workers = charts.ChartWorkers(pool, count)
+def workers_on(pool: FakePool, count: int = 1) -> chart_workers.ChartWorkers:
+    workers = chart_workers.ChartWorkers(pool, count)
     pool.workers = workers
     return workers
 
@@ -181,7 +184,7 @@ def test_a_pool_that_takes_nothing_more_leaves_the_charts_here(fake_charts):
         def submit(self, func, *args):
             raise RuntimeError("cannot schedule new futures after shutdown")
 
-    images = charts.ChartWorkers(ShutDown()).images({"tag": "r1"})
+    images = chart_workers.ChartWorkers(ShutDown()).images({"tag": "r1"})
     assert images == {name: f"{name}:r1@here".encode() for name in "abcde"}
 
 
@@ -224,7 +227,7 @@ def test_real_workers_draw_the_same_pngs():
                   Options(jobs=1)).report
     alone = charts.chart_images(report)
     with worker_pool(1, cli.CHART_PRELOAD) as pool:
-        workers = charts.ChartWorkers(pool, 1)
+        workers = chart_workers.ChartWorkers(pool, 1)
         workers.offer(report)
         shared = workers.images(report)
     assert list(shared) == list(alone) and len(alone) >= 6
@@ -252,3 +255,17 @@ def test_the_command_writes_the_same_files_with_chart_workers_or_without(tmp_pat
     assert sum(p.suffix == ".png" for p in files) >= 13  # 2 reports' charts and the summary's
     for path in files:
         assert (outs["1"] / path).read_bytes() == (outs["2"] / path).read_bytes(), path
+
+
+def test_every_chart_the_list_names_has_a_figure_and_no_other():
+    assert [name for name, _ in chart_list.WANTED] == list(charts.FIGURES)
+
+
+def test_handing_charts_out_imports_no_matplotlib():
+    # The command offers its first report before it draws anything itself.
+    code = ("import sys, cann_diff.pipeline, cann_diff.render.chart_workers\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'matplotlib'))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -17,7 +17,7 @@ from .files import write_atomic, write_images, write_text_atomic
 
 if TYPE_CHECKING:
     from ..report import Report
-    from .charts import ChartWorkers
+    from .chart_workers import ChartWorkers
 
 
 def write_ranks_csv(report: Report, path: Path) -> Path:
@@ -40,7 +40,7 @@ def write_report(report: Report, out_dir: Path, charts: bool = True,
     """Write every output of ``report`` into ``out_dir``; returns the paths written.
 
     ``charts``: the PNGs (report.md links them, report.html carries them inline), drawn
-    here (with ``workers``, if given: ``charts.ChartWorkers``) unless
+    here (with ``workers``, if given: ``chart_workers.ChartWorkers``) unless
     ``images`` holds them already ({chart name: PNG bytes}, as ``chart_images`` gives
     them); ``html``: write report.html as well.
     """
@@ -49,10 +49,12 @@ def write_report(report: Report, out_dir: Path, charts: bool = True,
     out_dir = Path(out_dir)
     if not charts:
         images = {}
+    elif images is None and workers is not None:
+        images = workers.images(report)
     elif images is None:
         from .charts import chart_images
 
-        images = chart_images(report, workers)
+        images = chart_images(report)
     drawn = write_images(out_dir, images)
     written = [*drawn.values(), write_ranks_csv(report, out_dir / "ranks.csv")]
     links = {name: path.name for name, path in drawn.items()}

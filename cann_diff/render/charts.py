@@ -20,12 +20,7 @@ from __future__ import annotations
 
 import io
 import math
-import pickle
-import threading
-from collections import deque
 from collections.abc import Callable, Mapping
-from concurrent.futures import BrokenExecutor, Future
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +35,17 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import StrMethodFormatter  # noqa: E402
 
 from .. import format as fmt  # noqa: E402
-from ..report.json_form import pickled  # noqa: E402
-from ..report.model import CandidatesSummary, Memory, OperatorRow, RankRow, Report  # noqa: E402
+from ..report.model import CandidatesSummary, Memory, OperatorRow, Report  # noqa: E402
+from .chart_list import (  # noqa: E402,F401 (has_rank_change, movers: the charts' own tests)
+    WANTED,
+    has_rank_change,
+    movers,
+    rank_grid,
+    ranks_to_draw,
+)
 from .files import write_bytes_atomic, write_images  # noqa: E402
 from .memory_section import has_timeline  # noqa: E402
-from .timeline_chart import has_lanes, step_timeline_figure  # noqa: E402
+from .timeline_chart import step_timeline_figure  # noqa: E402
 
 DPI = 100
 SIZE = (9, 4.5)
@@ -199,16 +200,6 @@ def waterfall_figure(report: Report):
 # --------------------------------------------------------------------------- operators
 
 
-def movers(report: Report, n: int = 12) -> list[OperatorRow]:
-    """The operator keys to chart: largest |Δ| first, without what the MC2 section shows.
-
-    Keys MC2 groups claim, wholly or in part (the AllReduce a split MatmulAllReduce became,
-    beside the data-parallel ones), are left out: their change is the fusion's.
-    """
-    return [op for op in report.operators if not op.fusion and op.delta_us == op.delta_us
-            and not (op.base_claimed or op.new_claimed)][:n]
-
-
 def _label(op: OperatorRow) -> str:
     shapes = op.input_shapes or ("(other shapes)" if op.base_input_shapes
                                  or op.new_input_shapes else "*")
@@ -286,40 +277,7 @@ def top_movers_figure(report: Report, n: int = 12):
 # --------------------------------------------------------------------------- ranks
 
 
-HEATMAP_FIELDS = (("stage", "step"), ("computing", "computing"),
-                  ("communication_not_overlapped", "exposed comm"), ("free", "free"),
-                  ("wait_us", "comm wait"))
-MAX_RANKS_DRAWN = 64
 ANNOTATE_MAX_RANKS = 16
-
-
-def _ranks_to_draw(report: Report) -> list[RankRow]:
-    moved = sorted(report.ranks, key=lambda r: -abs(r.delta_stage_us or 0))
-    return sorted(moved[:MAX_RANKS_DRAWN], key=lambda r: r.rank)
-
-
-def _rank_grid(report: Report):
-    """(fields, ranks, Δ% grid) of the heatmap; NaN where a rank lacks a side."""
-    import numpy as np
-
-    ranks = _ranks_to_draw(report)
-    fields = [(key, name) for key, name in HEATMAP_FIELDS
-              if any(getattr(r, f"base_{key}") is not None for r in ranks)]
-    grid = np.full((len(fields), len(ranks)), np.nan)
-    for j, r in enumerate(ranks):
-        for i, (key, _) in enumerate(fields):
-            base, new = getattr(r, f"base_{key}"), getattr(r, f"new_{key}")
-            if base and new is not None and base == base and new == new:
-                grid[i, j] = (new - base) / base * 100
-    drawn = np.isfinite(grid).any(axis=1)  # a metric zero in every base (no comm) says nothing
-    return [f for f, keep in zip(fields, drawn) if keep], ranks, grid[drawn]
-
-
-def has_rank_change(report: Report) -> bool:
-    """True when at least one rank has both sides, so the heatmap has a cell to colour."""
-    import numpy as np
-
-    return len(report.ranks) >= 2 and bool(np.isfinite(_rank_grid(report)[2]).any())
 
 
 def rank_heatmap_figure(report: Report):
@@ -330,7 +288,7 @@ def rank_heatmap_figure(report: Report):
     """
     import numpy as np
 
-    fields, ranks, grid = _rank_grid(report)
+    fields, ranks, grid = rank_grid(report)
     fig, ax = plt.subplots(figsize=(SIZE[0], 1.4 + 0.45 * len(fields)), layout="constrained")
     limit = HEATMAP_LIMIT_PCT  # fixed, so that +5.9 % and +171 % do not look alike
     ax.set_facecolor("#EEEEEE")
@@ -360,7 +318,7 @@ def rank_steps_figure(report: Report):
     """Step time per rank, base vs new (the 64 ranks that moved most); legend above."""
     import numpy as np
 
-    ranks = _ranks_to_draw(report)
+    ranks = ranks_to_draw(report)
     x = np.arange(len(ranks))
     fig, ax = plt.subplots(figsize=SIZE, layout="constrained")
     for offset, prefix, side, colour in ((-0.2, "base", report.base, BASE),
@@ -519,160 +477,39 @@ def draw_memory_chart(comparison: Memory, out_path: Path) -> Path:
 # --------------------------------------------------------------------------- all charts
 
 
-def _has_step(report: Report) -> bool:
-    return report.step.base_us is not None and report.step.new_us is not None
-
-
-def _has_memory_timeline(report: Report) -> bool:
-    return report.memory is not None and has_timeline(report.memory)
-
-
 def _memory_chart(report: Report) -> Figure:
     assert report.memory is not None
     return memory_figure(report.memory)
 
 
-# The charts of a report, in order, one line each: (name, drawn when, figure). The name is
-# the PNG's file name (``<name>.png``) and the key report.md and report.html link it by.
-CHARTS: tuple[tuple[str, Callable[[Report], bool], Callable[[Report], Any]], ...] = (
-    ("step_breakdown", _has_step, step_breakdown_figure),
-    ("step_waterfall", _has_step, waterfall_figure),
-    ("top_movers", lambda report: bool(movers(report)), top_movers_figure),
-    ("rank_heatmap", has_rank_change, rank_heatmap_figure),
-    ("rank_steps", lambda report: len(report.ranks) >= 2, rank_steps_figure),
-    ("families", lambda report: bool(report.families), families_figure),
-    ("step_timeline", has_lanes, step_timeline_figure),
-    ("memory", _has_memory_timeline, _memory_chart),
-)
+# Each chart's figure, by its name in chart_list.WANTED (which says when it is drawn).
+FIGURES: dict[str, Callable[[Report], Any]] = {
+    "step_breakdown": step_breakdown_figure, "step_waterfall": waterfall_figure,
+    "top_movers": top_movers_figure, "rank_heatmap": rank_heatmap_figure,
+    "rank_steps": rank_steps_figure, "families": families_figure,
+    "step_timeline": step_timeline_figure, "memory": _memory_chart,
+}
+# The charts of a report, in order: (name, drawn when, figure). The name is the PNG's file
+# name (``<name>.png``) and the key report.md and report.html link it by.
+CHARTS: tuple[tuple[str, Callable[[Report], bool], Callable[[Report], Any]], ...] = tuple(
+    (name, wanted, FIGURES[name]) for name, wanted in WANTED)
 
 
 def _wanted(report: Report) -> list[tuple[str, Callable[[Report], Any]]]:
     return [(name, figure) for name, wanted, figure in CHARTS if wanted(report)]
 
 
-def chart_images(report: Report, workers: ChartWorkers | None = None) -> dict[str, bytes]:
-    """Every chart of ``CHARTS`` that has data, as PNG bytes; {chart name: bytes}.
+def figure_of(name: str) -> Callable[[Report], Any]:
+    """The figure function of the chart ``name`` (``CHARTS``)."""
+    return next(figure for chart, _, figure in CHARTS if chart == name)
 
-    ``workers``: drawn together with worker processes (``ChartWorkers``), else here.
+
+def chart_images(report: Report) -> dict[str, bytes]:
+    """Every chart of ``CHARTS`` that has data, drawn here, as PNG bytes; {chart name: bytes}.
+
+    ``chart_workers.ChartWorkers.images`` gives the same, drawn with worker processes.
     """
-    if workers is not None:
-        return workers.images(report)
     return {name: png_bytes(figure(report)) for name, figure in _wanted(report)}
-
-
-class ChartWorkers:
-    """A report's charts drawn by worker processes and this one together.
-
-    ``offer`` queues a report's charts as soon as it is built; ``workers`` of them at a
-    time are handed to the workers of ``pool`` (anything with ``submit``, as a
-    ``concurrent.futures`` executor has), first chart first, the next each time one is
-    drawn: they draw while this process compares the next candidate. ``images`` then draws
-    here, from the last one back, every chart of the report not handed out yet, and waits
-    for the ones that were: the two meet wherever the workers' speed puts them. One chart
-    per worker at a time, as a pool would queue a second one ahead, which this process
-    could then neither draw nor cancel. A chart a worker could not draw because the pool
-    broke (a worker killed) is drawn here; a PNG is the same wherever it was drawn.
-
-    The queue's lock is never held across a call into the pool: the pool's result thread
-    runs ``_drawn`` holding the pool's own lock on some Python versions.
-    """
-
-    def __init__(self, pool: Any, workers: int = 1) -> None:
-        self.pool = pool
-        self.workers = workers
-        self._lock = threading.Lock()
-        # {id(report): (the report, its pickle, {chart handed out: its PNG to come, None:
-        # to draw here})}; the report is held so that its id is not another's meanwhile.
-        self._offered: dict[int, tuple[Report, bytes, dict[str, Future]]] = {}
-        self._queue: deque[tuple[int, str]] = deque()  # (id(report), chart) not handed out
-        self._out = 0  # charts handed out and not drawn yet
-        self._stopped = False  # the pool takes no more: what is queued is drawn here
-
-    def offer(self, report: Report) -> None:
-        """Queue the charts of ``report`` for the workers (once)."""
-        if id(report) in self._offered:
-            return
-        blob = pickled(report)
-        with self._lock:
-            self._offered[id(report)] = (report, blob, {})
-            self._queue.extend((id(report), name) for name, _ in _wanted(report))
-        self._hand_out()
-
-    def _hand_out(self) -> None:
-        while True:
-            with self._lock:
-                if self._stopped or self._out >= self.workers or not self._queue:
-                    return
-                key, name = self._queue.popleft()
-                _, blob, charts = self._offered[key]
-                png: Future = Future()
-                charts[name] = png
-                self._out += 1
-            try:
-                future = self.pool.submit(draw_pickled, blob, name)
-            except Exception:  # noqa: BLE001 (shut down or broken: the rest is drawn here)
-                self._done(png, None, stop=True)
-                return
-            future.add_done_callback(partial(self._drawn, png))
-
-    def _done(self, png: Future, value: bytes | None, stop: bool = False,
-              error: BaseException | None = None) -> None:
-        with self._lock:
-            self._out -= 1
-            self._stopped = self._stopped or stop
-        if error is None:
-            png.set_result(value)
-        else:
-            png.set_exception(error)
-
-    def _drawn(self, png: Future, future: Any) -> None:
-        """A handed-out chart is done: its PNG, then the next chart. Never raises."""
-        if future.cancelled():  # the pool is being stopped: the run ends
-            self._done(png, None, stop=True)
-            return
-        error = future.exception()
-        if isinstance(error, BrokenExecutor):  # a worker died: this process draws it
-            self._done(png, None, stop=True)
-        elif error is not None:  # a chart that fails: the report fails with it
-            self._done(png, None, stop=True, error=error)
-        else:
-            self._done(png, future.result())
-            self._hand_out()
-
-    def images(self, report: Report) -> dict[str, bytes]:
-        """The charts of ``report`` (offered first if it was not), as ``chart_images``."""
-        key = id(report)
-        self.offer(report)
-        charts = _wanted(report)
-        here = {}
-        for name, figure in reversed(charts):
-            with self._lock:
-                mine = (key, name) in self._queue
-                if mine:
-                    self._queue.remove((key, name))
-            if mine:
-                here[name] = png_bytes(figure(report))
-        with self._lock:
-            _, _, handed = self._offered.pop(key)
-        for name, figure in charts:
-            if name not in here:
-                drawn = handed[name].result()
-                here[name] = png_bytes(figure(report)) if drawn is None else drawn
-        return {name: here[name] for name, _ in charts}
-
-
-# The report a worker last unpickled, with its bytes: the charts of one report come in
-# one after another with the same bytes.
-_unpickled: tuple[bytes, Report] | None = None
-
-
-def draw_pickled(blob: bytes, name: str) -> bytes:
-    """In a worker: the chart ``name`` of the report pickled in ``blob``, as PNG bytes."""
-    global _unpickled
-    if _unpickled is None or _unpickled[0] != blob:
-        _unpickled = (blob, pickle.loads(blob))
-    figure = next(figure for chart, _, figure in CHARTS if chart == name)
-    return png_bytes(figure(_unpickled[1]))
 
 
 def draw_charts(report: Report, out_dir: Path,

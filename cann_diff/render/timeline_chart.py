@@ -134,8 +134,3 @@ def step_timeline_figure(report: Report) -> Figure:
     fig.suptitle("One step, base above new", x=0.01, ha="left", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.94))
     return fig
-
-
-def has_lanes(report: Report) -> bool:
-    """Both runs hold a median step with lanes (charts.CHARTS draws it then)."""
-    return len(report.step_lanes) == 2 and all(side.segments for side in report.step_lanes)
