@@ -127,16 +127,11 @@ def _rung_keys(base: pd.DataFrame, new: pd.DataFrame,
     """Each group's key on ``columns`` as one integer, numbered over both sides.
 
     -1 where a part is empty: an unnamed group, or no member among the shared ranks, says
-    nothing.
+    nothing. Numbered as the match stage numbers a rung (``match._rung``).
     """
-    keys = np.zeros(len(base) + len(new), dtype=np.int64)
-    empty = np.zeros(len(keys), dtype=bool)
-    for column in columns:
-        values = pd.concat([base[column], new[column]], ignore_index=True).astype(str)
-        codes, uniques = pd.factorize(values, use_na_sentinel=False)
-        keys = keys * (len(uniques) + 1) + codes
-        empty |= (values == "").to_numpy()
-    keys[empty] = -1
+    both = pd.concat([base[list(columns)], new[list(columns)]], ignore_index=True).astype(str)
+    keys = both.groupby(list(columns), sort=False, dropna=False).ngroup().to_numpy(copy=True)
+    keys[(both == "").any(axis=1).to_numpy()] = -1
     return keys[:len(base)], keys[len(base):]
 
 
@@ -171,14 +166,14 @@ def _pair(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
         found.append(pd.DataFrame({"base_group": _at(base_groups, b),
                                    "new_group": _at(new_groups, n), "paired_by": paired_by}))
         base_open[b] = new_open[n] = False
-    return pd.concat([*found, pd.DataFrame({"base_group": _at(base_groups, base_open)}),
-                      pd.DataFrame({"new_group": _at(new_groups, new_open)})],
+    return pd.concat([*found,
+                      pd.DataFrame({"base_group": _at(base_groups, np.flatnonzero(base_open))}),
+                      pd.DataFrame({"new_group": _at(new_groups, np.flatnonzero(new_open))})],
                      ignore_index=True)
 
 
-def _at(groups: pd.Series, where: np.ndarray) -> pd.Series:
-    return groups[where].reset_index(drop=True) if where.dtype == bool \
-        else groups.iloc[where].reset_index(drop=True)
+def _at(groups: pd.Series, positions: np.ndarray) -> pd.Series:
+    return groups.iloc[positions].reset_index(drop=True)
 
 
 def _pairing_note(table: pd.DataFrame) -> Note | None:
