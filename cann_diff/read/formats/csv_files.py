@@ -82,17 +82,42 @@ def _cached_header(path: str, size: int, mtime_ns: int) -> tuple[str, ...]:
     return _read_header(Path(path))
 
 
+# The first read of a header: a header row is 1-3 KB, and a read of ``max_header_bytes``
+# (1 MiB) at once allocated that much for every file (0.11 of a header's 0.15 ms).
+HEADER_CHUNK_BYTES = 1 << 14
+
+
+def header_end(head: bytes) -> int:
+    """The end of the header row in ``head``: after its first line break outside quotes.
+
+    -1 when ``head`` holds no such break yet: a quoted name may hold a line break.
+    """
+    quotes, start = 0, 0
+    while (end := head.find(b"\n", start)) >= 0:
+        quotes += head.count(b'"', start, end)
+        if quotes % 2 == 0:
+            return end + 1
+        start = end + 1
+    return -1
+
+
 def _read_header(path: Path) -> tuple[str, ...]:
     limit = DEFAULT_LIMITS.max_header_bytes
+    head, end = b"", -1
     with open_binary(path) as handle:
-        try:
-            head = handle.read(limit)
+        try:  # a chunk at a time, until the header row ends, the file ends or the limit
+            while end < 0 and len(head) < limit:
+                chunk = handle.read(min(HEADER_CHUNK_BYTES, limit - len(head)))
+                if not chunk:
+                    break
+                head += chunk
+                end = header_end(head)
         except OSError as exc:
             raise InputError(path, f"cannot read: {os_problem(exc)}") from None
-    text = head.decode("utf-8-sig", errors="replace")
-    if len(head) == limit and "\n" not in text:
+    if end < 0 and len(head) == limit:
         raise InputError(path, f"no header line in the first {size_text(limit)} "
                                "(not a CSV export?)")
+    text = head[:end if end >= 0 else len(head)].decode("utf-8-sig", errors="replace")
     try:
         header = next(csv.reader(io.StringIO(text)), None)
     except csv.Error as exc:
