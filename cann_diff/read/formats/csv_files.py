@@ -330,6 +330,24 @@ class _LazySeries:
         return self.series().iloc
 
 
+def unscaled_int64(decimals: pa.ChunkedArray) -> np.ndarray | None:
+    """The unscaled integers of a null-free decimal128 column; None when one exceeds int64.
+
+    A decimal(23, 3) of µs holds ns as its unscaled integer: read from the buffers, it costs
+    a tenth of Arrow's multiply by 1,000 and cast (0.12 s on a million starts).
+    """
+    parts = []
+    for chunk in decimals.chunks:
+        # Two little-endian int64 words a value: the low one, then its sign extension when
+        # the value fits an int64.
+        words = np.frombuffer(chunk.buffers()[1], dtype="<i8")
+        words = words[2 * chunk.offset:2 * (chunk.offset + len(chunk))].reshape(-1, 2)
+        if (words[:, 1] != words[:, 0] >> 63).any():
+            return None
+        parts.append(words[:, 0])
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+
 def parse_us_to_ns(values: pd.Series | pa.ChunkedArray, path: Path, column: str) -> np.ndarray:
     r"""Parse µs timestamps written as text (``"1736413971558972.912\\t"``) into int64 ns.
 
@@ -345,7 +363,9 @@ def parse_us_to_ns(values: pd.Series | pa.ChunkedArray, path: Path, column: str)
         values = _LazySeries(values)
     else:
         arrow = pa.chunked_array([pa.array(values, type=pa.string())])
-    trimmed = pc.utf8_trim_whitespace(arrow)
+    # ASCII whitespace only (the profiler's trailing tab), a third of the UTF-8 trim's cost:
+    # other whitespace fails the decimal cast, and the slow path strips it.
+    trimmed = pc.ascii_trim_whitespace(arrow)
     # Rows are searched for an exponent only when the column's bytes hold an e at all: the
     # search of a million rows cost a fifth of the table's read.
     scientific = pc.fill_null(pc.match_substring_regex(trimmed, "[eE]"), False) \
@@ -357,11 +377,11 @@ def parse_us_to_ns(values: pd.Series | pa.ChunkedArray, path: Path, column: str)
                                "file looks re-saved by a spreadsheet, which rounds timestamps; "
                                "use the profiler's own export")
     try:  # fast path: exact decimal parsing in Arrow
-        scaled = pc.multiply(pc.cast(trimmed, pa.decimal128(23, 3)),
-                             pa.scalar(1000, pa.decimal128(4, 0)))
-        parsed = pc.cast(scaled, pa.int64())
-        if parsed.null_count == 0:
-            return parsed.to_numpy(zero_copy_only=False)
+        decimals = pc.cast(trimmed, pa.decimal128(23, 3))
+        if decimals.null_count == 0:
+            ns = unscaled_int64(decimals)
+            if ns is not None:
+                return ns
     except pa.ArrowException:
         pass  # odd precision or bad text: the slow path below parses or names the row
     values = values.series() if isinstance(values, _LazySeries) else values
