@@ -9,6 +9,14 @@ from the heap, no trimming below 1 GiB), the same run spends 0.48 s in the syste
 the wall time, at 1.4× the peak memory, 718 against 519 MiB for 676 MB of input
 (docs/performance.md, "Round 5").
 
+numpy asks for transparent huge pages on every array of 4 MiB or more
+(``madvise(MADV_HUGEPAGE)``). Where the kernel compacts memory for such a request as it
+faults the pages in (THP ``defrag`` set to ``madvise``, a common default), a process that
+has just read gigabytes into the page cache stalls in that compaction: at 4 ranks of 1M
+kernels per side, the comparison's statistics over 4M samples a side spent 1.7-1.9 s of
+its 2.9-3.3 s in the system. With ``NUMPY_MADVISE_HUGEPAGE=0`` it took 1.9-2.1 s, 0.6 s of
+it in the system (docs/performance.md, "Turn 11").
+
 Only the command line calls ``tune``: a library caller's process is its own. The
 settings go into the environment too, so the worker processes (a forkserver starts a
 fresh interpreter) begin with them. A value the user has set is left as it is.
@@ -26,11 +34,12 @@ ENVIRONMENT = {
     "ARROW_DEFAULT_MEMORY_POOL": "system",
     "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD),
     "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD),
+    "NUMPY_MADVISE_HUGEPAGE": "0",  # read when numpy is imported: tune() comes first
 }
 
 
 def tune() -> None:
-    """Set this process (and its future workers) to reuse freed memory; before pyarrow loads.
+    """Set this process (and its future workers) to reuse freed memory; before numpy loads.
 
     Elsewhere than glibc the malloc settings have no effect and are skipped.
     """

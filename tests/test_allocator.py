@@ -39,6 +39,7 @@ def test_tune_sets_what_workers_inherit(clean):
     assert os.environ["ARROW_DEFAULT_MEMORY_POOL"] == "system"
     assert int(os.environ["MALLOC_MMAP_THRESHOLD_"]) == 32 * 2**20  # glibc's largest
     assert int(os.environ["MALLOC_TRIM_THRESHOLD_"]) == 2**30
+    assert os.environ["NUMPY_MADVISE_HUGEPAGE"] == "0"
     # M_MMAP_THRESHOLD is -3 and M_TRIM_THRESHOLD -1 in glibc's <malloc.h>.
     assert _FakeLibc.last.calls == [(-3, 32 * 2**20), (-1, 2**30)]
 
@@ -69,10 +70,23 @@ def test_a_worker_process_starts_with_them(clean):
     assert out.stdout.strip() == "system"
 
 
+def test_a_worker_process_asks_for_no_huge_pages(clean):
+    allocator.tune()
+    code = ("from numpy._core.multiarray import _get_madvise_hugepage; "
+            "print(_get_madvise_hugepage())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=os.environ.copy())
+    if out.returncode:
+        pytest.skip(f"this numpy does not tell its huge-page setting: {out.stderr[-200:]}")
+    assert out.stdout.strip() == "False"
+
+
 def test_the_command_line_loads_no_pyarrow_before_it_tunes():
-    # pyarrow picks its pool when it is first used: tune() (in the command, before the
-    # pipeline's import) only works if importing the command line loads no pyarrow.
-    code = "import sys, cann_diff.cli; print('pyarrow' in sys.modules, 'pandas' in sys.modules)"
+    # pyarrow picks its pool when it is first used, numpy its huge pages when imported:
+    # tune() (in the command, before the pipeline's import) only works if importing the
+    # command line loads neither.
+    code = ("import sys, cann_diff.cli; "
+            "print(*(name in sys.modules for name in ('pyarrow', 'pandas', 'numpy')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
-    assert out.stdout.split() == ["False", "False"]
+    assert out.stdout.split() == ["False", "False", "False"]
