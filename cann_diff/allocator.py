@@ -4,10 +4,12 @@ A comparison builds and drops column arrays of megabytes again and again. With t
 defaults, pyarrow's mimalloc pool and glibc's malloc hand each freed block back to the
 system and take fresh pages for the next, and every fresh page is a page fault: at 1M
 kernels per side (one job) that was 1.9-2.8 s of system time beside 5.0 s of user time.
-With pyarrow on the system allocator and glibc keeping what it frees (blocks up to 32 MiB
-from the heap, no trimming below 1 GiB), the same run spends 0.48 s in the system and 0.69×
-the wall time, at 1.4× the peak memory, 718 against 519 MiB for 676 MB of input
-(docs/performance.md, "Round 5").
+With glibc keeping what it frees (blocks up to 32 MiB from the heap, no trimming below
+1 GiB), the same run spends 0.48 s in the system and 0.69× the wall time
+(docs/performance.md, "Round 5"). That round also moved pyarrow onto the system
+allocator. Measured again in Turn 11, pyarrow's own pool (mimalloc) beside the tuned glibc
+cost no wall time (1.01×, 7 pairs) and left a lower peak at 1M kernels per side: 561
+against 707 MiB for 676 MB of input. So pyarrow keeps its own pool.
 
 numpy asks for transparent huge pages on every array of 4 MiB or more
 (``madvise(MADV_HUGEPAGE)``). Where the kernel compacts memory for such a request as it
@@ -31,7 +33,6 @@ TRIM_THRESHOLD = 2**30
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt parameters, <malloc.h>
 
 ENVIRONMENT = {
-    "ARROW_DEFAULT_MEMORY_POOL": "system",
     "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD),
     "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD),
     "NUMPY_MADVISE_HUGEPAGE": "0",  # read when numpy is imported: tune() comes first
