@@ -1,15 +1,14 @@
 """Memory allocation for one command's run: keep freed memory for reuse.
 
-A comparison builds and drops column arrays of megabytes again and again. With the
-defaults, pyarrow's mimalloc pool and glibc's malloc hand each freed block back to the
-system and take fresh pages for the next, and every fresh page is a page fault: at 1M
-kernels per side (one job) that was 1.9-2.8 s of system time beside 5.0 s of user time.
-With glibc keeping what it frees (blocks up to 32 MiB from the heap, no trimming below
-1 GiB), the same run spends 0.48 s in the system and 0.69× the wall time
-(docs/performance.md, "Round 5"). That round also moved pyarrow onto the system
-allocator. Measured again in Turn 11, pyarrow's own pool (mimalloc) beside the tuned glibc
-cost no wall time (1.01×, 7 pairs) and left a lower peak at 1M kernels per side: 561
-against 707 MiB for 676 MB of input. So pyarrow keeps its own pool.
+A comparison builds and drops column arrays of megabytes again and again. With glibc's
+defaults, malloc hands each freed block back to the system and takes fresh pages for the
+next, and every fresh page is a page fault. Round 5 (docs/performance.md) measured 1.9-2.8 s
+of system time beside 5.0 s of user time at 1M kernels per side (one job). With glibc
+keeping what it frees (blocks up to 32 MiB from the heap, no trimming below 1 GiB) and
+pyarrow on the system allocator, the same run spent 0.48 s in the system and took 0.69×
+the wall time. Turn 11 measured pyarrow's own pool (mimalloc) beside the tuned glibc:
+the same wall time (1.01×, 7 pairs) and a lower peak at 1M kernels per side, 561 against
+707 MiB for 676 MB of input. So pyarrow keeps its own pool, and only glibc is tuned.
 
 numpy asks for transparent huge pages on every array of 4 MiB or more
 (``madvise(MADV_HUGEPAGE)``). Where the kernel compacts memory for such a request as it

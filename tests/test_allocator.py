@@ -63,23 +63,32 @@ def test_without_glibc_only_the_environment_is_set(clean, monkeypatch):
     assert os.environ["MALLOC_MMAP_THRESHOLD_"] == str(32 * 2**20)
 
 
-def test_a_worker_process_starts_with_them(clean):
-    allocator.tune()
-    code = "import os; print(os.environ['MALLOC_MMAP_THRESHOLD_'])"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, env=os.environ.copy())
-    assert out.stdout.strip() == str(32 * 2**20)
+# A child that tunes as the command does, then starts a forkserver (as the command does
+# for its workers) and prints what one of its workers sees.
+WORKER_PROBE = """
+from cann_diff.allocator import tune
+tune()
+import multiprocessing, os
+def probe():
+    from numpy._core.multiarray import _get_madvise_hugepage
+    return os.environ["MALLOC_MMAP_THRESHOLD_"], _get_madvise_hugepage()
+if __name__ == "__main__":
+    with multiprocessing.get_context("forkserver").Pool(1) as pool:
+        print(*pool.apply(probe))
+"""
 
 
-def test_a_worker_process_asks_for_no_huge_pages(clean):
-    allocator.tune()
-    code = ("from numpy._core.multiarray import _get_madvise_hugepage; "
-            "print(_get_madvise_hugepage())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=os.environ.copy())
-    if out.returncode:
+def test_a_forkserver_worker_starts_with_them(clean, tmp_path):
+    if "forkserver" not in __import__("multiprocessing").get_all_start_methods():
+        pytest.skip("no forkserver on this platform")
+    script = tmp_path / "probe.py"
+    script.write_text(WORKER_PROBE)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=os.environ.copy(), timeout=120)
+    if "_get_madvise_hugepage" in out.stderr:
         pytest.skip(f"this numpy does not tell its huge-page setting: {out.stderr[-200:]}")
-    assert out.stdout.strip() == "False"
+    assert out.returncode == 0, out.stderr[-500:]
+    assert out.stdout.split() == [str(32 * 2**20), "False"]
 
 
 def test_the_command_line_loads_no_pyarrow_before_it_tunes():

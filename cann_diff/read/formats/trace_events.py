@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from ...errors import InputError, SchemaError
 from ...settings import DEFAULT_LIMITS
 from .files import DepthGuard, brief, json_problem, open_binary, os_problem, size_text
+from .values import MAX_WHOLE_US
 
 CHUNK = 1 << 16
 HEAD = TAIL = 1 << 16
@@ -40,7 +41,6 @@ DEVICE_PROCESSES = {"Ascend Hardware", "HCCL", "Communication"}
 STEP_PREFIX = "ProfilerStep#"
 # At most 16 integer digits: µs beyond 9.2e15 overflow int64 ns (checked after parsing).
 TS_PATTERN = r"^\s*(?P<w>\d{1,16})(?:\.(?P<f>\d*))?\s*$"
-MAX_WHOLE_US = np.iinfo(np.int64).max // 1000
 
 
 def _key(value):
