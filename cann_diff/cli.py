@@ -193,22 +193,24 @@ def _write_report(result, out_dir: Path, charts_wanted: bool, html_wanted: bool 
 # What a chart worker imports (the forkserver's preload): the charts, and the pipeline a
 # rank or side worker from the same forkserver needs.
 CHART_PRELOAD = ("cann_diff.pipeline", "cann_diff.render.charts")
-# A report has at most this many charts drawn beside this process (``charts.CHARTS``).
-CHART_WORKERS_MAX = 7
+# A report has at most this many charts (``chart_list.WANTED``).
+CHART_WORKERS_MAX = 8
 
 
 def _chart_workers(jobs: int, charts_wanted: bool) -> int:
-    """Worker processes to draw charts beside this one: ``jobs`` - 1, 0 without a forkserver.
+    """Worker processes to draw every chart: ``jobs``; 0 (drawn here) with one job.
 
-    A report's charts cost 1.1-1.6 s of matplotlib CPU on one core. Where they are drawn,
-    the forkserver is started now: its imports then run beside this process's (a worker
-    spawned without one would import everything again when it is needed).
+    Also 0 without a forkserver. A report's charts cost 1.1-1.6 s of matplotlib CPU on
+    one core. The workers draw them all, and this process imports no matplotlib (0.5 s;
+    docs/performance.md, Turn 11). Where they are drawn, the forkserver is started now:
+    its imports then run beside this process's (a worker spawned without one would
+    import everything again when needed).
     """
     if not charts_wanted or jobs < 2:
         return 0
     from .processes import start_forkserver
 
-    return min(jobs - 1, CHART_WORKERS_MAX) if start_forkserver(CHART_PRELOAD) else 0
+    return min(jobs, CHART_WORKERS_MAX) if start_forkserver(CHART_PRELOAD) else 0
 
 
 # Options that change how the tool runs, not what the report says.
@@ -502,7 +504,7 @@ def _charts_beside(workers: int) -> Iterator[Any]:
     from .render.chart_workers import ChartWorkers
 
     with worker_pool(workers, CHART_PRELOAD) as pool:
-        yield ChartWorkers(pool, workers)
+        yield ChartWorkers(pool, workers, draw_here=False)
 
 
 def _write_candidates(results, names: list[str], failed: list[bool] | None,
@@ -517,7 +519,8 @@ def _write_candidates(results, names: list[str], failed: list[bool] | None,
         _write_report(result, stage / name, charts, html, workers)
     summary = build_candidates_summary([r.report for r in results], names,
                             failed or [None] * len(results), gate)
-    write_candidates_summary(summary, stage, charts, html)
+    images = workers.summary_images(summary) if charts and workers is not None else None
+    write_candidates_summary(summary, stage, charts, html, images=images)
 
 
 def _candidates_summary(results, names: list[str], out_dir: Path) -> str:

@@ -201,7 +201,7 @@ def test_a_pickled_report_keeps_its_read_only_views_and_nothing_else_changes():
 @pytest.mark.parametrize(("jobs", "wanted", "server", "expected"), [
     (1, True, True, 0),  # one job: no worker
     (2, False, True, 0),  # --no-charts
-    (2, True, True, 1),
+    (2, True, True, 2),  # as many as the jobs: the command draws none itself
     (3, True, False, 0),  # no forkserver (macOS, Windows): drawn here
     (64, True, True, cli.CHART_WORKERS_MAX),
 ])
@@ -215,8 +215,98 @@ def test_chart_workers_come_from_the_jobs(monkeypatch, jobs, wanted, server, exp
     assert started == ([cli.CHART_PRELOAD] if jobs > 1 and wanted else [])
 
 
-def test_at_most_one_worker_per_chart_this_process_leaves():
-    assert cli.CHART_WORKERS_MAX == len(charts.CHARTS) - 1
+def test_at_most_one_worker_per_chart():
+    assert cli.CHART_WORKERS_MAX == len(charts.CHARTS)
+
+
+class ThreadPool:
+    """Workers that draw each chart at once, each in its own thread, a little later."""
+
+    def __init__(self) -> None:
+        self.submitted: list[str] = []
+        self.running = 0
+        self.most = 0  # the most charts drawn at the same time
+        self.lock = threading.Lock()
+
+    def submit(self, func, *args) -> Future:
+        self.submitted.append(args[1] if len(args) > 1 else func.__name__)
+        future: Future = Future()
+        future.set_running_or_notify_cancel()
+        threading.Thread(target=self._draw, args=(future, func, args)).start()
+        return future
+
+    def _draw(self, future, func, args) -> None:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        time.sleep(0.005)
+        with self.lock:
+            self.running -= 1
+        _run(future, func, args)
+
+
+def test_without_drawing_here_the_workers_draw_every_chart(fake_charts):
+    pool = ThreadPool()
+    workers = chart_workers.ChartWorkers(pool, 2, draw_here=False)
+    first, second = {"tag": "r1"}, {"tag": "r2"}
+    workers.offer(first)
+    workers.offer(second)
+    assert workers.images(first) == {name: f"{name}:r1@worker".encode() for name in "abcde"}
+    assert workers.images(second) == {name: f"{name}:r2@worker".encode() for name in "abcde"}
+    assert here(fake_charts) == []
+    assert pool.submitted == list("abcde") * 2 and pool.most <= 2
+
+
+def test_without_drawing_here_a_broken_pool_leaves_the_charts_here(fake_charts):
+    class Broken:
+        submitted = 0
+
+        def submit(self, func, *args):
+            Broken.submitted += 1
+            future: Future = Future()
+            future.set_exception(BrokenExecutor("a worker died"))
+            return future
+
+    images = chart_workers.ChartWorkers(Broken(), 2, draw_here=False).images({"tag": "r1"})
+    assert images == {name: f"{name}:r1@here".encode() for name in "abcde"}
+    assert Broken.submitted == 1  # the first loss stops the hand-out
+
+
+def test_the_summary_chart_goes_to_a_worker_unless_the_pool_is_broken(monkeypatch):
+    from cann_diff.render import candidates
+
+    monkeypatch.setattr(candidates, "candidates_images",
+                        lambda summary: {"candidates_step": f"{summary['tag']}@"
+                                         f"{getattr(WHO, 'now', 'here')}".encode()})
+    pool = ThreadPool()
+    workers = chart_workers.ChartWorkers(pool, 2, draw_here=False)
+    assert workers.summary_images({"tag": "s"}) == {"candidates_step": b"s@worker"}
+    assert pool.submitted == ["draw_summary_pickled"]
+    workers._stopped = True  # a worker died earlier
+    assert workers.summary_images({"tag": "s"}) == {"candidates_step": b"s@here"}
+    drawing_here = chart_workers.ChartWorkers(pool, 1)
+    assert drawing_here.summary_images({"tag": "s"}) == {"candidates_step": b"s@here"}
+
+
+@pytest.mark.slow
+def test_with_chart_workers_the_command_imports_no_matplotlib(tmp_path):
+    # Every chart, the summary's too, is drawn by the workers: the command never pays
+    # matplotlib's import (0.5 s) itself.
+    runs = [str(EXAMPLES / name) for name in ("cann7.0.1.3", "cann8.0.RC2", "cann8.0.RC2-mc2")]
+    args = [*runs, "-o", str(tmp_path / "out"), "--jobs", "2", "--quiet"]
+    code = ("import sys\n"
+            "from click.testing import CliRunner\n"
+            "from cann_diff import cli\n"
+            "if __name__ == '__main__':\n"
+            f"    result = CliRunner().invoke(cli.main, {args!r})\n"
+            "    print(result.exit_code, 'matplotlib' in sys.modules)\n")
+    script = tmp_path / "probe.py"
+    script.write_text(code)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert done.stdout.split()[-2:] == ["0", "False"]
+    assert len(list((tmp_path / "out").rglob("*.png"))) >= 13
 
 
 @pytest.mark.slow

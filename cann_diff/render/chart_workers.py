@@ -1,8 +1,8 @@
-"""Charts drawn by worker processes and this one together, as each report is built.
+"""Charts drawn by worker processes (and, if asked, this one), as each report is built.
 
 Matplotlib-free until this process draws a chart itself: the names come from
-``chart_list``, and the command can hand the first charts out before it has imported
-matplotlib (≈ 0.55 s, then spent after its comparisons, not before the first hand-out).
+``chart_list``. The command hands every chart out and draws none, so it never imports
+matplotlib (≈ 0.55 s) unless a worker dies.
 """
 
 from __future__ import annotations
@@ -32,14 +32,20 @@ class ChartWorkers:
     could then neither draw nor cancel. A chart a worker could not draw because the pool
     broke (a worker killed) is drawn here; a PNG is the same wherever it was drawn.
 
+    With ``draw_here`` False this process draws no chart while the pool works: ``images``
+    waits for the workers (as many as the cores, then), so that this process never imports
+    matplotlib; only what a broken pool leaves is drawn here.
+
     The queue's lock is never held across a call into the pool: the pool's result thread
     runs ``_drawn`` holding the pool's own lock on some Python versions.
     """
 
-    def __init__(self, pool: Any, workers: int = 1) -> None:
+    def __init__(self, pool: Any, workers: int = 1, draw_here: bool = True) -> None:
         self.pool = pool
         self.workers = workers
+        self.draw_here = draw_here
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # a chart handed out, or a stop
         # {id(report): (the report, its pickle, {chart handed out: its PNG to come, None:
         # to draw here})}; the report is held so that its id is not another's meanwhile.
         self._offered: dict[int, tuple[Report, bytes, dict[str, Future]]] = {}
@@ -67,6 +73,7 @@ class ChartWorkers:
                 png: Future = Future()
                 charts[name] = png
                 self._out += 1
+                self._changed.notify_all()
             try:
                 future = self.pool.submit(draw_pickled, blob, name)
             except Exception:  # noqa: BLE001 (shut down or broken: the rest is drawn here)
@@ -79,6 +86,7 @@ class ChartWorkers:
         with self._lock:
             self._out -= 1
             self._stopped = self._stopped or stop
+            self._changed.notify_all()
         if error is None:
             png.set_result(value)
         else:
@@ -104,6 +112,10 @@ class ChartWorkers:
         self.offer(report)
         names = wanted(report)
         here = {}
+        if not self.draw_here:  # until the workers hold every chart, or the pool stopped
+            with self._changed:
+                self._changed.wait_for(lambda: self._stopped or all(
+                    k != key for k, _ in self._queue))
         for name in reversed(names):
             with self._lock:
                 mine = (key, name) in self._queue
@@ -118,6 +130,20 @@ class ChartWorkers:
                 drawn = handed[name].result()
                 here[name] = _png(report, name) if drawn is None else drawn
         return {name: here[name] for name in names}
+
+    def summary_images(self, summary: Any) -> dict[str, bytes]:
+        """The candidates summary's chart (``candidates.candidates_images``).
+
+        Drawn by a worker unless this process draws too or the pool is broken.
+        """
+        from .candidates import candidates_images
+
+        if self.draw_here or self._stopped:
+            return candidates_images(summary)
+        try:
+            return self.pool.submit(draw_summary_pickled, pickled(summary)).result()
+        except BrokenExecutor:  # a worker died: drawn here
+            return candidates_images(summary)
 
 
 # The report a worker last unpickled, with its bytes: the charts of one report come in
@@ -137,3 +163,10 @@ def _png(report: Report, name: str) -> bytes:
     from . import charts  # matplotlib: imported once this process draws
 
     return charts.png_bytes(charts.figure_of(name)(report))
+
+
+def draw_summary_pickled(blob: bytes) -> dict[str, bytes]:
+    """In a worker: the chart of the candidates summary pickled in ``blob``."""
+    from .candidates import candidates_images
+
+    return candidates_images(pickle.loads(blob))
