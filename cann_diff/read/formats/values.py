@@ -80,12 +80,13 @@ def scope_type(names: pd.Series) -> pd.Series:
     return last.where(text.str.contains("/", regex=False), "")
 
 
-# The exact rule sorts every duration; on a table of at least SHORT_ROWS_MIN_TABLE rows the
-# shortest 1/SHORT_ROWS_SHARE are sorted instead when that proves the rest sane (0.77 ->
-# 0.12 s at 1M rows). Below it a sort costs less than the proof's passes.
 # The largest whole µs a timestamp may have: with any three decimals it fits int64 ns
 # (9223372036854775.808 µs would wrap to a negative start).
 MAX_WHOLE_US = (np.iinfo(np.int64).max - 999) // 1000
+
+# The exact rule sorts every duration; on a table of at least SHORT_ROWS_MIN_TABLE rows the
+# shortest 1/SHORT_ROWS_SHARE are sorted instead when that proves the rest sane (0.77 ->
+# 0.12 s at 1M rows). Below it a sort costs less than the proof's passes.
 SHORT_ROWS_MIN_TABLE = 4096
 SHORT_ROWS_SHARE = 64
 
