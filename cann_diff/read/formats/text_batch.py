@@ -2,9 +2,10 @@
 
 A rank of a few hundred kernels costs more in per-file pandas work (building frames,
 checking them, parsing ids) than in reading its files: over 1,000 such ranks that work
-was most of the run. Here a chunk's kernel, step and communication files are each read by
-Arrow (or the JSON parser) one by one, as alone, then stacked, converted and checked
-once, and cut back into one frame per file. Only regular files are stacked: small,
+was most of the run. Here a chunk's kernel and communication files are each read by Arrow
+(or the JSON parser) one by one, as alone, and its step tables of one header by Arrow as
+one text (their set-up was most of their read); then stacked, converted and checked once,
+and cut back into one frame per file. Only regular files are stacked: small,
 every number parsed by Arrow, no row skipped, no impossible duration. Any other file is
 read by its own reader (``csv_files``, ``json_files``), with its own warnings. An error
 raised here is for the caller to read the files one by one again (``torch_text``), so
@@ -13,7 +14,6 @@ that the error a user sees is the one the first bad rank raises alone.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -23,11 +23,13 @@ import pandas as pd
 import pyarrow as pa
 
 from ...errors import CannDiffError, InputError
+from ...schema import STAGE_FIELDS
 from ..frames import cut_rows
 from . import fast_json
 from .csv_files import (
     TEXT_TABLE_BYTES,
     checked_steps,
+    joined_tables,
     kernel_columns,
     kernel_frame,
     no_shapes_warning,
@@ -35,6 +37,7 @@ from .csv_files import (
     read_kernel_table,
     read_step_trace,
     read_table_counted,
+    split_header,
     step_arrow,
     step_columns,
 )
@@ -52,7 +55,7 @@ def _bounds(lengths: list[int]) -> np.ndarray:
 Look = tuple[dict[str, str], pa.Table | None, Any]
 
 
-def _stacks(paths: list[Path], regular: Callable[[Path], Look]
+def _stacks(paths: list[Path], looks: list[Look]
             ) -> tuple[dict[int, Any], dict[tuple, list[tuple[int, Path, pa.Table]]]]:
     """Per path, its reader's answer (not regular) or its place in a stack of one layout.
 
@@ -60,13 +63,37 @@ def _stacks(paths: list[Path], regular: Callable[[Path], Look]
     """
     done: dict[int, Any] = {}
     stacks: dict[tuple, list[tuple[int, Path, pa.Table]]] = {}
-    for number, path in enumerate(paths):
-        picked, table, answer = regular(path)
+    for number, (path, (picked, table, answer)) in enumerate(zip(paths, looks)):
         if table is None:
             done[number] = answer
         else:
             stacks.setdefault(tuple(picked.items()), []).append((number, path, table))
     return done, stacks
+
+
+def _step_looks(paths: list[Path]) -> list[Look]:
+    """``_regular_steps`` of each path; small files of one header read as one text first.
+
+    ``csv_files.joined_tables`` reads the step tables of a header together; a file that
+    ``split_header`` leaves out, or a header's files that cannot be read so, are looked
+    at one by one.
+    """
+    split = [split_header(path) for path in paths]
+    picked = [step_columns(path, part[0] if part else None) for path, part in zip(paths, split)]
+    groups: dict[tuple, list[tuple[int, bytes]]] = {}
+    for number, part in enumerate(split):
+        if part is not None:
+            groups.setdefault((tuple(picked[number].items()), part[0]), []).append(
+                (number, part[1]))
+    looks: dict[int, Look] = {}
+    for (_, header), joined in groups.items():
+        members = [number for number, _ in joined]
+        tables = joined_tables([body for _, body in joined], paths[members[0]], list(header),
+                               picked[members[0]], STAGE_FIELDS) if len(members) > 1 else None
+        for number, table in zip(members, tables or ()):
+            # A header only: no steps, as the reader says.
+            looks[number] = (picked[number], table if table.num_rows else None, None)
+    return [looks[n] if n in looks else _regular_steps(path) for n, path in enumerate(paths)]
 
 
 def _regular_kernels(path: Path) -> Look:
@@ -83,8 +110,13 @@ def _regular_kernels(path: Path) -> Look:
 
 
 def kernel_tables(paths: list[Path]) -> list[tuple[pd.DataFrame, list[str]]]:
-    """``read_kernel_table`` of each path: the same frames and warnings."""
-    done, stacks = _stacks(paths, _regular_kernels)
+    """``read_kernel_table`` of each path: the same frames and warnings.
+
+    Each file is read by Arrow alone: read as one text (as the step tables are), 500
+    ranks' 79 KB tables took as long, the scans that count their lines costing what
+    Arrow's set-up saved.
+    """
+    done, stacks = _stacks(paths, [_regular_kernels(path) for path in paths])
     for key, members in stacks.items():
         done.update(_kernel_stack(members, dict(key))
                     or {number: read_kernel_table(path) for number, path, _ in members})
@@ -124,7 +156,7 @@ def _regular_steps(path: Path) -> Look:
 
 def step_tables(paths: list[Path]) -> list[pd.DataFrame | None]:
     """``read_step_trace`` of each path: the same frames (None for a header only)."""
-    done, stacks = _stacks(paths, _regular_steps)
+    done, stacks = _stacks(paths, _step_looks(paths))
     for key, members in stacks.items():
         picked = dict(key)
         bounds = _bounds([table.num_rows for _, _, table in members])

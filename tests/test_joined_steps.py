@@ -1,0 +1,143 @@
+"""Step tables of many small ranks read by Arrow as one text give what each file gives.
+
+``text_batch.step_tables`` joins the bodies of the step tables that share a header and
+reads them once (``csv_files.joined_tables``), then cuts the table back by each file's
+count of lines with text. These tests check the count by hand, that the joined read is
+really taken (a spy refuses the one-file reader), and that whatever it cannot be sure of
+(a quoted line break, a row Arrow skips, a lone carriage return, a quote in the header)
+goes back to reading each file alone, with the same frames as before.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas.testing as pdt
+import pytest
+
+from cann_diff.read.formats import csv_files, text_batch
+from cann_diff.read.formats.csv_files import (
+    _lines_with_text,
+    joined_tables,
+    read_step_trace,
+    split_header,
+)
+
+HEADER = ("Step,Computing,Communication(Not Overlapped),Overlapped,Communication,Free,Stage,"
+          "Bubble,Communication(Not Overlapped and Exclude Receive),Preparing")
+# The 2024 layout: no Preparing column, so a second header.
+OLD_HEADER = HEADER.removesuffix(",Preparing")
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_bytes(text.encode())
+    return path
+
+
+@pytest.fixture
+def steps(tmp_path) -> list[Path]:
+    """Three files of one header (CRLF as torch_npu writes them, LF with empty lines and
+    no final line break, a header only) and one of the old header."""
+    return [
+        _write(tmp_path / "a.csv", f"{HEADER}\r\n1,100.5,20,0,20,3,123.5,0,20,1\r\n"
+                                   "2,101,21,0,21,4,126,0,21,2\r\n"),
+        _write(tmp_path / "b.csv", f"{HEADER}\n\n3,90,10,1,11,5,105,0,10,0\n\n"
+                                   "4,91,11,1,12,6,108,0,11,0"),
+        _write(tmp_path / "c.csv", f"{HEADER}\r\n"),
+        _write(tmp_path / "d.csv", f"{OLD_HEADER}\n7,50,5,0,5,1,56,0,5\n"),
+        _write(tmp_path / "e.csv", f"{OLD_HEADER}\n8,60,6,0,6,2,68,0,6\n"),
+    ]
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError(f"read alone: {args}")
+
+
+def _same_as_alone(paths: list[Path], got: list) -> None:
+    for path, mine in zip(paths, got):
+        theirs = read_step_trace(path)
+        assert (mine is None) == (theirs is None), path
+        if mine is not None:
+            pdt.assert_frame_equal(mine, theirs)
+
+
+def test_lines_with_text_count_what_arrow_reads_as_rows():
+    assert _lines_with_text(b"") == 0
+    assert _lines_with_text(b"a\n") == 1
+    # "", "a", "" (a CRLF alone), "b", "": two lines with text.
+    assert _lines_with_text(b"\na\n\r\nb\r\n\n") == 2
+    assert _lines_with_text(b"\r\n\r\n") == 0
+    assert _lines_with_text(b"a\r\nb\r\n") == 2
+
+
+def test_the_step_tables_of_a_header_are_read_as_one_text(steps, monkeypatch):
+    joined = []
+    real = text_batch.joined_tables
+    monkeypatch.setattr(text_batch, "joined_tables",
+                        lambda bodies, *rest: joined.append(len(bodies)) or real(bodies, *rest))
+    monkeypatch.setattr(text_batch, "_regular_steps", _refuse)
+    got = text_batch.step_tables(steps)
+    assert joined == [3, 2]  # one read per header
+    assert got[2] is None  # a header only: no steps
+    assert got[0]["step"].tolist() == [1, 2] and got[0]["computing"].tolist() == [100.5, 101]
+    assert got[1]["step"].tolist() == [3, 4] and got[1]["free"].tolist() == [5, 6]
+    assert got[3]["stage"].tolist() == [56] and got[4]["stage"].tolist() == [68]
+    assert got[3]["preparing"].isna().all()  # the old layout has none
+    _same_as_alone(steps, got)
+
+
+def test_a_file_each_file_opened_once(steps, monkeypatch):
+    opened = []
+    real = csv_files.read_bytes
+    monkeypatch.setattr(csv_files, "read_bytes",
+                        lambda path, limit=None: opened.append(path) or real(path, limit))
+    monkeypatch.setattr(csv_files, "_read_header", _refuse)  # the header comes from the bytes
+    csv_files._cached_header.cache_clear()
+    text_batch.step_tables(steps)
+    assert sorted(opened) == sorted(steps)
+
+
+def _columns() -> dict[str, str]:
+    return {"name": "Name", "value": "Value"}
+
+
+def test_joined_tables_cut_the_table_back_by_file():
+    tables = joined_tables([b"a,1\n", b'"x,y",2\nz,3\n'], Path("a.csv"), ["Name", "Value"],
+                           _columns(), ("value",))
+    assert [t.column("name").to_pylist() for t in tables] == [["a"], ["x,y", "z"]]
+    assert [t.column("value").to_pylist() for t in tables] == [[1.0], [2.0, 3.0]]
+
+
+@pytest.mark.parametrize("bodies", [
+    [b'"a\nb",1\n', b"c,2\n"],  # a quoted line break: two lines, one row
+    [b"a,1\n", b"b\n"],  # a row of one field, which Arrow skips
+    [b"a,1\n", b"b,x\n"],  # no number
+])
+def test_joined_tables_give_up_where_lines_and_rows_may_differ(bodies):
+    assert joined_tables(bodies, Path("a.csv"), ["Name", "Value"], _columns(),
+                         ("value",)) is None
+
+
+def test_a_lone_carriage_return_or_a_quoted_header_is_read_alone(steps, tmp_path):
+    lone = _write(tmp_path / "f.csv", f"{HEADER}\n5,1,1,0,1,1,3,0,1,0\r6,1,1,0,1,1,3,0,1,0\n")
+    quoted = _write(tmp_path / "g.csv", f'"Step",{HEADER[5:]}\n9,1,1,0,1,1,3,0,1,0\n')
+    cr_header = _write(tmp_path / "h.csv", f"Step\r,{HEADER[5:]}\n9,1,1,0,1,1,3,0,1,0\n")
+    assert split_header(lone) is None and split_header(quoted) is None
+    assert split_header(cr_header) is None
+    header, body = split_header(steps[1])
+    assert header == tuple(HEADER.split(",")) and body.endswith(b"\n")
+    paths = [*steps, lone, quoted]
+    _same_as_alone(paths, text_batch.step_tables(paths))
+
+
+def test_an_irregular_file_sends_its_header_back_to_one_by_one(steps, monkeypatch):
+    bad = _write(steps[0].parent / "x.csv", f"{HEADER}\n9,1,1,0,1,1,3,lots,1,0\n")
+    alone = []
+    real = text_batch._regular_steps
+    monkeypatch.setattr(text_batch, "_regular_steps", lambda path: alone.append(path) or real(path))
+    paths = [*steps, bad]
+    got = text_batch.step_tables(paths)
+    # The new header's four files are read alone; the old header's two still as one text.
+    assert alone == [steps[0], steps[1], steps[2], bad]
+    assert got[-1]["bubble"].isna().all()  # "lots" read as text: no number
+    _same_as_alone(paths, got)
