@@ -57,3 +57,32 @@ def test_the_fast_path_decides_as_the_full_scan():
                 except InputError:
                     outcomes.append("refused")
             assert outcomes[0] == outcomes[1], (blob, limit)
+
+
+def _refused(call) -> bool:
+    try:
+        call()
+    except InputError:
+        return True
+    return False
+
+
+def test_a_whole_small_text_is_judged_as_the_guard_judges_it():
+    """``check_depth`` cuts a small escape-free text's strings out at its quotes: on random
+    texts it refuses exactly those the block scan refuses (an unclosed string included)."""
+    rng = np.random.default_rng(11)
+    alphabet = np.frombuffer(b'"[]{}ab,: ', dtype=np.uint8)
+    refused = 0
+    for _ in range(2000):
+        blob = bytes(rng.choice(alphabet, size=int(rng.integers(0, 200))))
+        for limit in (1, 2, 3):
+            mine = _refused(lambda: check_depth(HERE, blob, limit))
+            assert mine == _refused(lambda: DepthGuard(HERE, limit).feed(blob)), (blob, limit)
+            refused += mine
+    assert 1000 < refused < 5000  # both outcomes are well represented
+
+
+def test_an_unclosed_string_hides_the_brackets_after_it():
+    check_depth(HERE, b'[1, "[[[[', limit=1)
+    with pytest.raises(InputError, match="nested deeper than 0 levels"):
+        check_depth(HERE, b'[1, "[[[[', limit=0)
