@@ -153,12 +153,12 @@ def _absent(columns: tuple[str, ...]) -> pd.DataFrame:
     return _ABSENT[columns]
 
 
-def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[Note], bool]:
+def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[Note], bool, Path]:
     """Read one rank: text files first, each missing one from the db twin when present.
 
     Returns the frames (records, operators, modules, copies, hbm), notes (what is missing,
-    without the rank label) and whether the rank recorded any memory at all. Copy bytes
-    come from the db only; HBM from the db, else from trace_view.json.
+    without the rank label), whether the rank recorded any memory at all and the export
+    directory. Copy bytes come from the db only; HBM from the db, else from trace_view.json.
     """
     out, dbs = _locate(source)
     notes = _notes([f"several profiler dbs; using {dbs[0].name}"] if len(dbs) > 1 else [])
@@ -210,7 +210,7 @@ def _read_files(source: Path) -> tuple[dict[str, pd.DataFrame], list[Note], bool
         if connection is not None:
             connection.close()
     recorded = any(text.values()) or bool(tables & MEMORY_TABLES) or len(frames["hbm"]) > 0
-    return frames, notes, recorded
+    return frames, notes, recorded, out
 
 
 TRACE_HBM_MAX_BYTES = 256 * 2**20
@@ -374,11 +374,11 @@ def read_rank_memory(source: Path, keep_rows: bool,
     ``intervals`` (µs, from ``step_intervals``) keeps only the timed samples inside the
     chosen steps, before anything is summarized; None keeps the whole profile.
     """
-    frames, notes, recorded = _read_files(source)
+    frames, notes, recorded, out = _read_files(source)
     if intervals is not None:
         frames = keep_inside(frames, intervals)
     raw = {name: frames[name] for name in RAW_FRAMES} if keep_rows else None
-    return RankMemory(rank_dir_of(_locate(source)[0]).name, _summarize(frames),
+    return RankMemory(rank_dir_of(out).name, _summarize(frames),
                       _shared_if_empty(frames["copies"]), notes, recorded, raw)
 
 
