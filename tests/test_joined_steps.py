@@ -37,7 +37,7 @@ def _write(path: Path, text: str) -> Path:
 @pytest.fixture
 def steps(tmp_path) -> list[Path]:
     """Three files of one header (CRLF as torch_npu writes them, LF with empty lines and
-    no final line break, a header only) and one of the old header."""
+    no final line break, a header only) and two of the old header."""
     return [
         _write(tmp_path / "a.csv", f"{HEADER}\r\n1,100.5,20,0,20,3,123.5,0,20,1\r\n"
                                    "2,101,21,0,21,4,126,0,21,2\r\n"),
@@ -86,7 +86,7 @@ def test_the_step_tables_of_a_header_are_read_as_one_text(steps, monkeypatch):
     _same_as_alone(steps, got)
 
 
-def test_a_file_each_file_opened_once(steps, monkeypatch):
+def test_each_step_file_is_opened_once(steps, monkeypatch):
     opened = []
     real = csv_files.read_bytes
     monkeypatch.setattr(csv_files, "read_bytes",
