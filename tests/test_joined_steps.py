@@ -1,11 +1,12 @@
-"""Step tables of many small ranks read by Arrow as one text give what each file gives.
+"""Small ranks' step and kernel tables read by Arrow as one text give what each file gives.
 
-``text_batch.step_tables`` joins the bodies of the step tables that share a header and
-reads them once (``csv_files.joined_tables``), then cuts the table back by each file's
-count of lines with text. These tests check the count by hand, that the joined read is
-really taken (a spy refuses the one-file reader), and that whatever it cannot be sure of
-(a quoted line break, a row Arrow skips, a lone carriage return, a quote in the header)
-goes back to reading each file alone, with the same frames as before.
+``text_batch`` joins the bodies of the tables that share a header, a marker row after
+each, and reads them once (``csv_files.joined_tables``), then cuts the table at the
+markers. These tests check that the joined read is really taken (a spy refuses the
+one-file reader), that its rows are the ones worked out by hand, and that whatever it
+cannot be sure of (a quoted field left open, a row Arrow skips, an op named like the
+marker, a quote in the header) goes back to reading each file alone, with the same
+frames as before.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import pytest
 
 from cann_diff.read.formats import csv_files, text_batch
 from cann_diff.read.formats.csv_files import (
-    _lines_with_text,
+    FILE_END,
     joined_tables,
+    read_kernel_table,
     read_step_trace,
     split_header,
 )
@@ -61,15 +63,6 @@ def _same_as_alone(paths: list[Path], got: list) -> None:
             pdt.assert_frame_equal(mine, theirs)
 
 
-def test_lines_with_text_count_what_arrow_reads_as_rows():
-    assert _lines_with_text(b"") == 0
-    assert _lines_with_text(b"a\n") == 1
-    # "", "a", "" (a CRLF alone), "b", "": two lines with text.
-    assert _lines_with_text(b"\na\n\r\nb\r\n\n") == 2
-    assert _lines_with_text(b"\r\n\r\n") == 0
-    assert _lines_with_text(b"a\r\nb\r\n") == 2
-
-
 def test_the_step_tables_of_a_header_are_read_as_one_text(steps, monkeypatch):
     joined = []
     real = text_batch.joined_tables
@@ -88,12 +81,13 @@ def test_the_step_tables_of_a_header_are_read_as_one_text(steps, monkeypatch):
 
 def test_each_step_file_is_opened_once(steps, monkeypatch):
     opened = []
-    real = csv_files.read_bytes
-    monkeypatch.setattr(csv_files, "read_bytes",
-                        lambda path, limit=None: opened.append(path) or real(path, limit))
-    monkeypatch.setattr(csv_files, "_read_header", _refuse)  # the header comes from the bytes
-    csv_files._cached_header.cache_clear()
+    real = csv_files.open_binary
+    monkeypatch.setattr(csv_files, "open_binary", lambda path: opened.append(path) or real(path))
+    csv_files._HEADERS.clear()
     text_batch.step_tables(steps)
+    assert sorted(opened) == sorted(steps)
+    # The headers were kept from those reads: asking again opens nothing.
+    assert csv_files.read_header(steps[3]) == OLD_HEADER.split(",")
     assert sorted(opened) == sorted(steps)
 
 
@@ -109,25 +103,57 @@ def test_joined_tables_cut_the_table_back_by_file():
 
 
 @pytest.mark.parametrize("bodies", [
-    [b'"a\nb",1\n', b"c,2\n"],  # a quoted line break: two lines, one row
+    [b'"a,1\n', b"c,2\n"],  # a quote left open swallows the marker after it
     [b"a,1\n", b"b\n"],  # a row of one field, which Arrow skips
     [b"a,1\n", b"b,x\n"],  # no number
+    [b"a,1\n", FILE_END.encode() + b",2\n"],  # an op named like the marker
 ])
-def test_joined_tables_give_up_where_lines_and_rows_may_differ(bodies):
+def test_joined_tables_give_up_where_the_files_rows_are_unsure(bodies):
     assert joined_tables(bodies, Path("a.csv"), ["Name", "Value"], _columns(),
                          ("value",)) is None
 
 
-def test_a_lone_carriage_return_or_a_quoted_header_is_read_alone(steps, tmp_path):
+def test_a_lone_carriage_return_is_joined_a_quoted_header_is_not(steps, tmp_path):
+    # Arrow ends a row at a lone CR in one file read alone as in the joined text.
     lone = _write(tmp_path / "f.csv", f"{HEADER}\n5,1,1,0,1,1,3,0,1,0\r6,1,1,0,1,1,3,0,1,0\n")
     quoted = _write(tmp_path / "g.csv", f'"Step",{HEADER[5:]}\n9,1,1,0,1,1,3,0,1,0\n')
     cr_header = _write(tmp_path / "h.csv", f"Step\r,{HEADER[5:]}\n9,1,1,0,1,1,3,0,1,0\n")
-    assert split_header(lone) is None and split_header(quoted) is None
-    assert split_header(cr_header) is None
-    header, body = split_header(steps[1])
-    assert header == tuple(HEADER.split(",")) and body.endswith(b"\n")
+    assert split_header(quoted) is None and split_header(cr_header) is None
+    header, body = split_header(lone)
+    assert header == tuple(HEADER.split(",")) and body.count(b"\r") == 1
     paths = [*steps, lone, quoted]
-    _same_as_alone(paths, text_batch.step_tables(paths))
+    got = text_batch.step_tables(paths)
+    assert got[5]["step"].tolist() == [5, 6]
+    _same_as_alone(paths, got)
+
+
+def test_kernel_tables_are_read_as_one_text_and_cut_at_the_markers(tmp_path, monkeypatch):
+    header = "Step Id,Name,Type,Accelerator Core,Start Time(us),Duration(us)"
+    kernels = [
+        _write(tmp_path / "k0.csv", f"{header}\r\n1,MatMul_1,MatMul,AI_CORE,100.5\t,2.5\r\n"
+                                    "1,Add_1,Add,AI_VECTOR_CORE,103.0\t,1\r\n"),
+        _write(tmp_path / "k1.csv", f'{header}\n2,"Cast,1",Cast,AI_CORE,200\t,4.25\n'),
+    ]
+    monkeypatch.setattr(text_batch, "_regular_kernels", _refuse)
+    got = text_batch.kernel_tables(kernels)
+    assert got[0][0]["op_name"].tolist() == ["MatMul_1", "Add_1"]
+    assert got[0][0]["dur_us"].tolist() == [2.5, 1.0]
+    assert got[1][0]["op_name"].tolist() == ["Cast,1"]
+    assert got[1][0]["start_ns"].tolist() == [200_000]
+    for path, (frame, warnings) in zip(kernels, got):
+        alone, alone_warnings = read_kernel_table(path)
+        pdt.assert_frame_equal(frame, alone)
+        assert warnings == alone_warnings
+
+
+def test_an_op_named_like_the_marker_is_read_alone(tmp_path):
+    header = "Step Id,Name,Type,Accelerator Core,Start Time(us),Duration(us)"
+    kernels = [_write(tmp_path / f"k{n}.csv", f"{header}\n1,{name},Add,AI_CORE,{100 + n},1\n")
+               for n, name in enumerate(["Add_1", FILE_END, "Add_2"])]
+    got = text_batch.kernel_tables(kernels)
+    assert [frame["op_name"].tolist() for frame, _ in got] == [["Add_1"], [FILE_END], ["Add_2"]]
+    for path, (frame, _) in zip(kernels, got):
+        pdt.assert_frame_equal(frame, read_kernel_table(path)[0])
 
 
 def test_an_irregular_file_sends_its_header_back_to_one_by_one(steps, monkeypatch):

@@ -10,8 +10,8 @@ dictionary (categorical) columns.
 from __future__ import annotations
 
 import csv
-import functools
 import io
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ import pyarrow.csv as pacsv
 from ...errors import InputError, SchemaError
 from ...schema import STAGE_FIELDS
 from ...settings import DEFAULT_LIMITS
-from .files import brief, open_binary, os_problem, read_bytes, require_file, size_text
+from .files import brief, open_binary, os_problem, require_file, size_text
 from .values import MAX_WHOLE_US, check_step_figures, drop_impossible_durations
 
 # canonical field -> accepted headers, kernel_details first, op_summary second.
@@ -72,14 +72,26 @@ def read_header(path: Path) -> list[str]:
         stat = path.stat()
     except OSError:
         return list(_read_header(path))  # let the open report the problem
-    return list(_cached_header(str(path), stat.st_size, stat.st_mtime_ns))
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    header = _HEADERS.get(key)
+    if header is None:
+        header = _read_header(path)
+        _remember_header(key, header)
+    return list(header)
 
 
-# Enough for a chunk's stacked ranks (``text_batch``: up to 512 ranks of two tables each),
-# whose kernel headers provenance asks for again once the chunk is read.
-@functools.lru_cache(maxsize=2048)
-def _cached_header(path: str, size: int, mtime_ns: int) -> tuple[str, ...]:
-    return _read_header(Path(path))
+# Headers by (file, size, mtime), the most recent kept. Enough for a chunk's stacked ranks
+# (``text_batch``: up to 512 ranks of two tables each), whose kernel headers provenance
+# asks for again once the chunk is read.
+HEADERS_KEPT = 2048
+_HEADERS: dict[tuple[str, int, int], tuple[str, ...]] = {}
+
+
+def _remember_header(key: tuple[str, int, int], header: tuple[str, ...]) -> None:
+    _HEADERS.pop(key, None)
+    _HEADERS[key] = header
+    while len(_HEADERS) > HEADERS_KEPT:
+        del _HEADERS[next(iter(_HEADERS))]
 
 
 # The first read of a header: a header row is 1-3 KB, and a read of ``max_header_bytes``
@@ -233,26 +245,29 @@ def _convert_options(columns: dict[str, str], dictionary: tuple[str, ...] = (),
 def split_header(path: Path) -> tuple[tuple[str, ...], bytes] | None:
     """A small file's header (as ``read_header`` gives it) and its body, for ``joined_tables``.
 
-    The body is what follows the header row, ending in a line break. None for a file to
-    be read alone: over ``TEXT_TABLE_BYTES``, unusable, or whose header row holds a quote
-    or a lone carriage return (Arrow's first row may end elsewhere), or whose body holds
-    a lone carriage return (which ends an Arrow row).
+    The body is what follows the header row, ending in a line break. The header is kept
+    for ``read_header``, so the file is opened once. None for a file to be read alone:
+    over ``TEXT_TABLE_BYTES``, unusable, or whose header row holds a quote or a lone
+    carriage return (Arrow's first row may end elsewhere).
     """
     try:
-        raw = read_bytes(path, TEXT_TABLE_BYTES + 1)
+        with open_binary(path) as handle:
+            stat = os.fstat(handle.fileno())
+            raw = handle.read(TEXT_TABLE_BYTES + 1)
         end = header_end(raw)[0]
-        if end < 0 or len(raw) > TEXT_TABLE_BYTES or b'"' in raw[:end] \
-                or raw.count(b"\r", 0, end) > raw.endswith(b"\r\n", 0, end):
+        if not 0 < end <= DEFAULT_LIMITS.max_header_bytes or len(raw) > TEXT_TABLE_BYTES \
+                or b'"' in raw[:end] or raw.count(b"\r", 0, end) > raw.endswith(b"\r\n", 0, end):
             return None
         header = _parsed_header(raw[:end], path)
-    except InputError:
+    except (InputError, OSError):
         return None
+    _remember_header((str(path), stat.st_size, stat.st_mtime_ns), header)
     body = raw[end:]
-    if body and not body.endswith(b"\n"):
-        body += b"\n"
-    if body.count(b"\r") != body.count(b"\r\n"):
-        return None
-    return header, body
+    return header, body if not body or body.endswith(b"\n") else body + b"\n"
+
+
+# The row put after each file's body in a joined text: no profile names an op so.
+FILE_END = "<<cann-diff: end of a file>>"
 
 
 def joined_tables(bodies: list[bytes], path: Path, header: list[str], columns: dict[str, str],
@@ -260,19 +275,26 @@ def joined_tables(bodies: list[bytes], path: Path, header: list[str], columns: d
     """``read_table_counted`` of the files of these bodies, read by Arrow as one CSV.
 
     The files all have ``header`` (``split_header`` gave it and the bodies); ``path`` is
-    the first, named in a refusal. A rank's step table is a few rows, and Arrow's set-up
-    (0.4-0.5 ms) was most of reading it: 500 of them took 0.21-0.26 s one by one and
-    0.06-0.07 s as one text. The bodies are read once, then sliced back by each file's
-    row count: its lines that are not empty, the rows Arrow reads from them when each
-    line is one row. A row spanning lines (a quoted line break) or one Arrow skips (the
-    wrong number of fields) leaves fewer rows than lines: None is returned then, and on
-    any error, for the files to be read one by one.
+    the first, named in a refusal. Arrow's set-up (0.4-0.5 ms a call) was most of
+    reading a rank's step table, and a sixth of its kernel table. Each body is followed
+    by a row of ``FILE_END`` in the first text column (the rest empty), and the table is
+    cut at those rows. None, for the files to be read one by one, on any error, a skipped
+    row (the wrong number of fields) or a marker row missing or too many (a quoted field
+    left open at a file's end swallows the next one; a file naming an op ``FILE_END``
+    adds one).
     """
-    rows = [_lines_with_text(body) for body in bodies]
+    marked = next((name for field, name in columns.items() if field not in numeric), None)
+    if marked is None:
+        return None
+    fields = [""] * len(header)
+    fields[header.index(marked)] = FILE_END
+    end_row = (",".join(fields) + "\n").encode()
     skipper = _RowSkipper()
-    text = b"".join(bodies)
-    read = pacsv.ReadOptions(block_size=BLOCK_BYTES, column_names=header,
-                             use_threads=len(text) > SERIAL_PARSE_BYTES)
+    text = end_row.join(bodies) + end_row
+    # On this thread: a stack of small ranks is read where other ranks' workers keep the
+    # cores busy, and a streaming read on Arrow's pool once took the process down at exit
+    # (std::terminate in one of its threads, 1 run in about 24).
+    read = pacsv.ReadOptions(block_size=BLOCK_BYTES, column_names=header, use_threads=False)
     try:
         check_unique(path, header, columns.values())
         with pacsv.open_csv(pa.BufferReader(text), read_options=read,
@@ -281,23 +303,13 @@ def joined_tables(bodies: list[bytes], path: Path, header: list[str], columns: d
             table = reader.read_all()
     except (InputError, pa.ArrowException):
         return None
-    if skipper.rows or table.num_rows != sum(rows):
+    ends = np.flatnonzero(pc.fill_null(pc.equal(table.column(marked), FILE_END), False)
+                          .to_numpy(zero_copy_only=False))
+    if skipper.rows or len(ends) != len(bodies) or ends[-1] != table.num_rows - 1:
         return None
     table = table.rename_columns(list(columns))
-    starts = np.r_[0, np.cumsum(rows)]
-    return [table.slice(int(start), count) for start, count in zip(starts, rows)]
-
-
-def _lines_with_text(body: bytes) -> int:
-    """Lines of ``body`` (ending in LF, a CR only before one) that Arrow does not skip."""
-    lines = body.count(b"\n")
-    if not (body.startswith((b"\n", b"\r\n")) or b"\n\n" in body or b"\n\r\n" in body):
-        return lines
-    ends = np.flatnonzero(np.frombuffer(body, dtype=np.uint8) == ord("\n"))
-    length = np.diff(np.r_[-1, ends]) - 1
-    carriage = (length == 1) & (np.frombuffer(body, dtype=np.uint8)[np.maximum(ends - 1, 0)]
-                                == ord("\r"))
-    return lines - int(np.count_nonzero((length == 0) | carriage))
+    starts = np.r_[0, ends[:-1] + 1]
+    return [table.slice(int(start), int(stop - start)) for start, stop in zip(starts, ends)]
 
 
 class _RowSkipper:
@@ -527,17 +539,20 @@ def _check_starts(frame: pd.DataFrame, path: Path, column: str,
                                "use the profiler's own export")
 
 
-def kernel_columns(path: Path) -> dict[str, str]:
-    """The columns a kernel table is read by (canonical field -> header), or refused."""
-    header = read_header(path)
-    picked = _pick(header, KERNEL_HEADERS)
-    if "Task Start Time" in header or "Task Duration" in header:
+def kernel_columns(path: Path, header: tuple[str, ...] | None = None) -> dict[str, str]:
+    """The columns a kernel table is read by (canonical field -> header), or refused.
+
+    ``header`` is the file's, when it was read already (``split_header``).
+    """
+    names = read_header(path) if header is None else list(header)
+    picked = _pick(names, KERNEL_HEADERS)
+    if "Task Start Time" in names or "Task Duration" in names:
         raise SchemaError(path, "timestamps without a unit (CANN 6.0 ns format) are not supported")
     missing = [KERNEL_HEADERS[f][0] for f in REQUIRED if f not in picked]
     if missing:
         raise SchemaError(path, f"missing column(s) {', '.join(missing)}; header is "
-                                f"{brief(','.join(header[:8]), 160)}"
-                                f"{',…' if len(header) > 8 else ''}")
+                                f"{brief(','.join(names[:8]), 160)}"
+                                f"{',…' if len(names) > 8 else ''}")
     return picked
 
 

@@ -2,9 +2,9 @@
 
 A rank of a few hundred kernels costs more in per-file pandas work (building frames,
 checking them, parsing ids) than in reading its files: over 1,000 such ranks that work
-was most of the run. Here a chunk's kernel and communication files are each read by Arrow
-(or the JSON parser) one by one, as alone, and its step tables of one header by Arrow as
-one text (their set-up was most of their read); then stacked, converted and checked once,
+was most of the run. Here a chunk's kernel and step tables of one header are each read
+by Arrow as one text (Arrow's set-up was most of a step table's read), its communication
+files one by one by the JSON parser; then they are stacked, converted and checked once,
 and cut back into one frame per file. Only regular files are stacked: small,
 every number parsed by Arrow, no row skipped, no impossible duration. Any other file is
 read by its own reader (``csv_files``, ``json_files``), with its own warnings. An error
@@ -14,6 +14,7 @@ that the error a user sees is the one the first bad rank raises alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -71,29 +72,34 @@ def _stacks(paths: list[Path], looks: list[Look]
     return done, stacks
 
 
-def _step_looks(paths: list[Path]) -> list[Look]:
-    """``_regular_steps`` of each path; small files of one header read as one text first.
+def _joined_looks(paths: list[Path], columns_of: Callable[..., dict[str, str]],
+                  numeric: tuple[str, ...], regular: Callable[[Path], Look],
+                  joined: Callable[[Path, dict[str, str], pa.Table], Look]) -> list[Look]:
+    """``regular(path)`` of each path; small files of one header read as one text first.
 
-    ``csv_files.joined_tables`` reads the step tables of a header together; a file that
+    ``csv_files.joined_tables`` reads the files of a header together, and ``joined``
+    makes a file's look from its rows (as ``regular`` would from the file). A file that
     ``split_header`` leaves out, or a header's files that cannot be read so, are looked
-    at one by one.
+    at by ``regular``, one by one.
     """
     split = [split_header(path) for path in paths]
-    picked = [step_columns(path, part[0] if part else None) for path, part in zip(paths, split)]
+    picked = [columns_of(path, part[0] if part else None) for path, part in zip(paths, split)]
     groups: dict[tuple, list[tuple[int, bytes]]] = {}
     for number, part in enumerate(split):
         if part is not None:
             groups.setdefault((tuple(picked[number].items()), part[0]), []).append(
                 (number, part[1]))
     looks: dict[int, Look] = {}
-    for (_, header), joined in groups.items():
-        members = [number for number, _ in joined]
-        tables = joined_tables([body for _, body in joined], paths[members[0]], list(header),
-                               picked[members[0]], STAGE_FIELDS) if len(members) > 1 else None
-        for number, table in zip(members, tables or ()):
-            # A header only: no steps, as the reader says.
-            looks[number] = (picked[number], table if table.num_rows else None, None)
-    return [looks[n] if n in looks else _regular_steps(path) for n, path in enumerate(paths)]
+    for (_, header), members in groups.items():
+        first = members[0][0]
+        tables = joined_tables([body for _, body in members], paths[first], list(header),
+                               picked[first], numeric) if len(members) > 1 else None
+        for (number, _), table in zip(members, tables or ()):
+            looks[number] = joined(paths[number], picked[number], table)
+    return [looks[n] if n in looks else regular(path) for n, path in enumerate(paths)]
+
+
+KERNEL_NUMBERS = ("dur_us", "step")
 
 
 def _regular_kernels(path: Path) -> Look:
@@ -101,7 +107,7 @@ def _regular_kernels(path: Path) -> Look:
     picked = kernel_columns(path)
     if require_file(path) <= TEXT_TABLE_BYTES:
         try:
-            table, skipped = read_table_counted(path, picked, numeric=("dur_us", "step"))
+            table, skipped = read_table_counted(path, picked, numeric=KERNEL_NUMBERS)
         except InputError:  # a value Arrow could not parse: the reader reads it as text
             table, skipped = None, 0
         if table is not None and table.num_rows and not skipped:
@@ -109,14 +115,15 @@ def _regular_kernels(path: Path) -> Look:
     return picked, None, read_kernel_table(path)
 
 
-def kernel_tables(paths: list[Path]) -> list[tuple[pd.DataFrame, list[str]]]:
-    """``read_kernel_table`` of each path: the same frames and warnings.
+def _joined_kernels(path: Path, picked: dict[str, str], table: pa.Table) -> Look:
+    # No rows: the reader says what the file lacks.
+    return (picked, table, None) if table.num_rows else (picked, None, read_kernel_table(path))
 
-    Each file is read by Arrow alone: read as one text (as the step tables are), 500
-    ranks' 79 KB tables took as long, the scans that count their lines costing what
-    Arrow's set-up saved.
-    """
-    done, stacks = _stacks(paths, [_regular_kernels(path) for path in paths])
+
+def kernel_tables(paths: list[Path]) -> list[tuple[pd.DataFrame, list[str]]]:
+    """``read_kernel_table`` of each path: the same frames and warnings."""
+    done, stacks = _stacks(paths, _joined_looks(paths, kernel_columns, KERNEL_NUMBERS,
+                                                _regular_kernels, _joined_kernels))
     for key, members in stacks.items():
         done.update(_kernel_stack(members, dict(key))
                     or {number: read_kernel_table(path) for number, path, _ in members})
@@ -154,9 +161,15 @@ def _regular_steps(path: Path) -> Look:
     return picked, table, None
 
 
+def _joined_steps(path: Path, picked: dict[str, str], table: pa.Table) -> Look:
+    # A header only: no steps, as the reader says.
+    return picked, table if table.num_rows else None, None
+
+
 def step_tables(paths: list[Path]) -> list[pd.DataFrame | None]:
     """``read_step_trace`` of each path: the same frames (None for a header only)."""
-    done, stacks = _stacks(paths, _step_looks(paths))
+    done, stacks = _stacks(paths, _joined_looks(paths, step_columns, STAGE_FIELDS,
+                                                _regular_steps, _joined_steps))
     for key, members in stacks.items():
         picked = dict(key)
         bounds = _bounds([table.num_rows for _, _, table in members])
