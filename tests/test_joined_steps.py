@@ -1,12 +1,12 @@
 """Small ranks' step and kernel tables read by Arrow as one text give what each file gives.
 
-``text_batch`` joins the bodies of the tables that share a header, a marker row after
-each, and reads them once (``csv_files.joined_tables``), then cuts the table at the
-markers. These tests check that the joined read is really taken (a spy refuses the
-one-file reader), that its rows are the ones worked out by hand, and that whatever it
-cannot be sure of (a quoted field left open, a row Arrow skips, an op named like the
-marker, a quote in the header) goes back to reading each file alone, with the same
-frames as before.
+``text_batch`` joins the bodies of the tables that share a header, marker rows around
+each, and reads them in parts of one block (``csv_files.joined_tables``), then cuts the
+table at the markers. These tests check that the joined read is really taken (a spy
+refuses the one-file reader), that its rows are the ones worked out by hand, and that
+whatever it cannot be sure of (a quote left open, a row Arrow skips, an op named like
+the marker, a quote in the header, a byte-order mark) gives the frames each file gives
+alone.
 """
 
 from __future__ import annotations
@@ -166,4 +166,37 @@ def test_an_irregular_file_sends_its_header_back_to_one_by_one(steps, monkeypatc
     # The new header's four files are read alone; the old header's two still as one text.
     assert alone == [steps[0], steps[1], steps[2], bad]
     assert got[-1]["bubble"].isna().all()  # "lots" read as text: no number
+    _same_as_alone(paths, got)
+
+
+SMALL = "Step,Computing,Communication(Not Overlapped),Free,Stage,Device_id"
+
+
+@pytest.mark.parametrize("first, second", [
+    # A byte-order mark at the start of the first body: Arrow drops one at the start of
+    # its text, a file read alone keeps it (and its step is then no number).
+    (f"{SMALL}\n\ufeff1,2,3,4,9,0\n", f"{SMALL}\n2,2,3,4,9,0\n"),
+    # A quote left open at the end (no line break), beside a header only.
+    (f'{SMALL}\n1,2,3,4,9,"0', f"{SMALL}\n"),
+    # A quote left open, then a file of a header and an empty line.
+    (f'{SMALL}\n1,2,3,4,9,"0\n', f"{SMALL}\n\n"),
+])
+def test_odd_files_give_what_they_give_alone(tmp_path, first, second):
+    paths = [_write(tmp_path / "a.csv", first), _write(tmp_path / "b.csv", second)]
+    _same_as_alone(paths, text_batch.step_tables(paths))
+
+
+def test_tables_past_a_block_are_read_in_parts_of_one_block(tmp_path, monkeypatch):
+    """Five step tables of about 1 MB each, one with a quoted line break (a row Arrow
+    skips alone): read in parts of at most a block, each as one block, as alone."""
+    row = "1,2.5,3,4,9.5,0\n"
+    paths = [_write(tmp_path / f"s{n}.csv", f"{SMALL}\n" + row * 60_000
+                    + ('7,1,1,1,1,"0\n8",1,1,1,1,0\n' if n == 4 else "")) for n in range(5)]
+    parts = []
+    real = csv_files._joined_part
+    monkeypatch.setattr(csv_files, "_joined_part",
+                        lambda bodies, *rest: parts.append(len(bodies)) or real(bodies, *rest))
+    got = text_batch.step_tables(paths)
+    assert parts == [4, 1]  # 4 × 0.96 MB fit in the 4 MiB block; the fifth is read apart
+    assert [len(frame) for frame in got] == [60_000] * 5
     _same_as_alone(paths, got)

@@ -243,12 +243,13 @@ def _convert_options(columns: dict[str, str], dictionary: tuple[str, ...] = (),
 
 
 def split_header(path: Path) -> tuple[tuple[str, ...], bytes] | None:
-    """A small file's header (as ``read_header`` gives it) and its body, for ``joined_tables``.
+    """A small file's header (the names ``read_header`` gives) and body, for ``joined_tables``.
 
     The body is what follows the header row, ending in a line break. The header is kept
     for ``read_header``, so the file is opened once. None for a file to be read alone:
-    over ``TEXT_TABLE_BYTES``, unusable, or whose header row holds a quote or a lone
-    carriage return (Arrow's first row may end elsewhere).
+    over ``TEXT_TABLE_BYTES``, unusable, without a line break after its header row, or
+    whose header row holds a quote or a lone carriage return (Arrow's first row may end
+    elsewhere).
     """
     try:
         with open_binary(path) as handle:
@@ -272,15 +273,18 @@ FILE_END = "<<cann-diff: end of a file>>"
 
 def joined_tables(bodies: list[bytes], path: Path, header: list[str], columns: dict[str, str],
                   numeric: tuple[str, ...] = ()) -> list[pa.Table] | None:
-    """``read_table_counted`` of the files of these bodies, read by Arrow as one CSV.
+    """The table each file of these bodies gives alone, read by Arrow as one CSV; or None.
 
-    The files all have ``header`` (``split_header`` gave it and the bodies); ``path`` is
-    the first, named in a refusal. Arrow's set-up (0.4-0.5 ms a call) was most of
-    reading a rank's step table, and a sixth of its kernel table. Each body is followed
-    by a row of ``FILE_END`` in the first text column (the rest empty), and the table is
-    cut at those rows. None, for the files to be read one by one, on any error, a skipped
-    row (the wrong number of fields) or a marker row missing or too many (a quoted field
-    left open at a file's end swallows the next one; a file naming an op ``FILE_END``
+    Each table is what ``read_table_counted`` gives its file when no row is skipped. The
+    files all have ``header`` (``split_header`` gave it and the bodies); ``path`` is the
+    first. Arrow's set-up (0.4-0.5 ms a call) was most of reading a rank's step table,
+    and a sixth of its kernel table. The bodies are read in parts of at most a block
+    (``BLOCK_BYTES``), each parsed as one block, as each file alone is (Arrow cuts blocks
+    at a line break, even inside quotes). In a part, a row of ``FILE_END`` in the first
+    text column (the rest empty) comes before, between and after the bodies, and the
+    table is cut at those rows. None, for the files to be read one by one, on any error,
+    a skipped row (the wrong number of fields) or a marker row missing or one too many
+    (a quote left open in a file swallows the next one; a file naming an op ``FILE_END``
     adds one).
     """
     marked = next((name for field, name in columns.items() if field not in numeric), None)
@@ -289,27 +293,52 @@ def joined_tables(bodies: list[bytes], path: Path, header: list[str], columns: d
     fields = [""] * len(header)
     fields[header.index(marked)] = FILE_END
     end_row = (",".join(fields) + "\n").encode()
-    skipper = _RowSkipper()
-    text = end_row.join(bodies) + end_row
-    # On this thread: a stack of small ranks is read where other ranks' workers keep the
-    # cores busy, and a streaming read on Arrow's pool once took the process down at exit
-    # (std::terminate in one of its threads, 1 run in about 24).
-    read = pacsv.ReadOptions(block_size=BLOCK_BYTES, column_names=header, use_threads=False)
     try:
         check_unique(path, header, columns.values())
+    except InputError:
+        return None
+    tables: list[pa.Table] = []
+    part: list[bytes] = []
+    size = len(end_row)
+    for number, body in enumerate(bodies):
+        part.append(body)
+        size += len(body) + len(end_row)
+        following = len(bodies[number + 1]) + len(end_row) if number + 1 < len(bodies) else 0
+        if not following or size + following > BLOCK_BYTES:
+            read = _joined_part(part, end_row, header, columns, numeric, marked)
+            if read is None:
+                return None
+            tables += read
+            part, size = [], len(end_row)
+    return tables
+
+
+def _joined_part(bodies: list[bytes], end_row: bytes, header: list[str],
+                 columns: dict[str, str], numeric: tuple[str, ...],
+                 marked: str) -> list[pa.Table] | None:
+    # A marker row first, too: Arrow drops a byte-order mark at the very start of a text,
+    # where a file read alone keeps one at the start of its body.
+    text = end_row + end_row.join(bodies) + end_row
+    skipper = _RowSkipper()
+    # One block, on this thread: a stack of small ranks is read where other ranks'
+    # workers keep the cores busy, and a streaming read on Arrow's pool once took the
+    # process down at exit (std::terminate in one of its threads, 1 run in about 24).
+    read = pacsv.ReadOptions(block_size=len(text) + 1, column_names=header, use_threads=False)
+    try:
         with pacsv.open_csv(pa.BufferReader(text), read_options=read,
                             parse_options=pacsv.ParseOptions(invalid_row_handler=skipper),
                             convert_options=_convert_options(columns, (), numeric)) as reader:
             table = reader.read_all()
-    except (InputError, pa.ArrowException):
+    except pa.ArrowException:
         return None
     ends = np.flatnonzero(pc.fill_null(pc.equal(table.column(marked), FILE_END), False)
                           .to_numpy(zero_copy_only=False))
-    if skipper.rows or len(ends) != len(bodies) or ends[-1] != table.num_rows - 1:
+    if skipper.rows or len(ends) != len(bodies) + 1 or ends[0] != 0 \
+            or ends[-1] != table.num_rows - 1:
         return None
     table = table.rename_columns(list(columns))
-    starts = np.r_[0, ends[:-1] + 1]
-    return [table.slice(int(start), int(stop - start)) for start, stop in zip(starts, ends)]
+    return [table.slice(int(start), int(stop - start))
+            for start, stop in zip(ends[:-1] + 1, ends[1:])]
 
 
 class _RowSkipper:
