@@ -86,3 +86,16 @@ def test_an_unclosed_string_hides_the_brackets_after_it():
     check_depth(HERE, b'[1, "[[[[', limit=1)
     with pytest.raises(InputError, match="nested deeper than 0 levels"):
         check_depth(HERE, b'[1, "[[[[', limit=0)
+
+
+def test_a_small_escape_free_text_skips_the_block_scan(monkeypatch):
+    from cann_diff.read.formats import files
+
+    class Refuse(DepthGuard):
+        def feed(self, data):
+            raise AssertionError("scanned block by block")
+
+    monkeypatch.setattr(files, "DepthGuard", Refuse)
+    check_depth(HERE, b'{"a": [1, {"b": "[["}]}', limit=3)
+    with pytest.raises(AssertionError, match="block by block"):
+        check_depth(HERE, b'{"a": "\\""}', limit=3)  # an escape: the block scan

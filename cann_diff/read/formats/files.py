@@ -283,7 +283,8 @@ def check_depth(path: Path, data: bytes, limit: int | None = None) -> None:
     took 22 µs (profiler_info 13), where the guard's pass, built for megabytes, took 44
     (36).
     """
-    if len(data) > SCAN_BLOCK or b"\\" in data:
+    limit = DEFAULT_LIMITS.max_json_depth if limit is None else limit
+    if len(data) > SCAN_BLOCK or b"\\" in data or limit < 0:
         DepthGuard(path, limit).feed(data)
         return
     # Every other piece between quotes is inside a string (an unclosed one runs to the end).
@@ -291,6 +292,5 @@ def check_depth(path: Path, data: bytes, limit: int | None = None) -> None:
     if not structure:
         return
     depth = int(np.cumsum(_STEP[np.frombuffer(structure, dtype=np.uint8)], dtype=np.int64).max())
-    limit = DEFAULT_LIMITS.max_json_depth if limit is None else limit
     if depth > limit:
         raise InputError(path, _too_deep(limit))
