@@ -13,6 +13,7 @@ import csv
 import io
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -85,13 +86,15 @@ def read_header(path: Path) -> list[str]:
 # asks for again once the chunk is read.
 HEADERS_KEPT = 2048
 _HEADERS: dict[tuple[str, int, int], tuple[str, ...]] = {}
+_HEADERS_LOCK = threading.Lock()  # a Dask worker reads ranks in several threads
 
 
 def _remember_header(key: tuple[str, int, int], header: tuple[str, ...]) -> None:
-    _HEADERS.pop(key, None)
-    _HEADERS[key] = header
-    while len(_HEADERS) > HEADERS_KEPT:
-        del _HEADERS[next(iter(_HEADERS))]
+    with _HEADERS_LOCK:
+        _HEADERS.pop(key, None)
+        _HEADERS[key] = header
+        while len(_HEADERS) > HEADERS_KEPT:
+            del _HEADERS[next(iter(_HEADERS))]
 
 
 # The first read of a header: a header row is 1-3 KB, and a read of ``max_header_bytes``
@@ -267,7 +270,7 @@ def split_header(path: Path) -> tuple[tuple[str, ...], bytes] | None:
     return header, body if not body or body.endswith(b"\n") else body + b"\n"
 
 
-# The row put after each file's body in a joined text: no profile names an op so.
+# The marker row around each file's body in a joined text: no profile names an op so.
 FILE_END = "<<cann-diff: end of a file>>"
 
 
@@ -278,7 +281,7 @@ def joined_tables(bodies: list[bytes], path: Path, header: list[str], columns: d
     Each table is what ``read_table_counted`` gives its file when no row is skipped. The
     files all have ``header`` (``split_header`` gave it and the bodies); ``path`` is the
     first. Arrow's set-up (0.4-0.5 ms a call) was most of reading a rank's step table,
-    and a sixth of its kernel table. The bodies are read in parts of at most a block
+    and about a tenth of its kernel table. The bodies are read in parts of at most a block
     (``BLOCK_BYTES``), each parsed as one block, as each file alone is (Arrow cuts blocks
     at a line break, even inside quotes). In a part, a row of ``FILE_END`` in the first
     text column (the rest empty) comes before, between and after the bodies, and the
