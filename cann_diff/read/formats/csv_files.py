@@ -300,19 +300,20 @@ def joined_tables(bodies: list[bytes], path: Path, header: list[str], columns: d
         check_unique(path, header, columns.values())
     except InputError:
         return None
-    tables: list[pa.Table] = []
-    part: list[bytes] = []
-    size = len(end_row)
-    for number, body in enumerate(bodies):
-        part.append(body)
+    parts: list[list[bytes]] = []
+    size = 0
+    for body in bodies:  # a new part where this body would take the text past a block
+        if not parts or size + len(body) + len(end_row) > BLOCK_BYTES:
+            parts.append([])
+            size = len(end_row)
+        parts[-1].append(body)
         size += len(body) + len(end_row)
-        following = len(bodies[number + 1]) + len(end_row) if number + 1 < len(bodies) else 0
-        if not following or size + following > BLOCK_BYTES:
-            read = _joined_part(part, end_row, header, columns, numeric, marked)
-            if read is None:
-                return None
-            tables += read
-            part, size = [], len(end_row)
+    tables: list[pa.Table] = []
+    for part in parts:
+        read = _joined_part(part, end_row, header, columns, numeric, marked)
+        if read is None:
+            return None
+        tables += read
     return tables
 
 
