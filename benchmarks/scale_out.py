@@ -75,12 +75,12 @@ def side_of(path: Path, result, ranks: int):
     """``load_run(path)`` with its read replaced by ``ranks`` copies of ``result``."""
     copies = [replace(result, rank=n, source=result.source.with_name(f"rank{n:05d}"))
               for n in range(ranks)]
-    real = read.read_all
-    read.read_all = lambda *args, **kwargs: copies
+    real = read.start_all
+    read.start_all = lambda *args, **kwargs: lambda progress: copies
     try:
         return flag_implausible(read.load_run(path, keep_rows=False))
     finally:
-        read.read_all = real
+        read.start_all = real
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from .compare import Comparison, compare
 from .compare.stats import load_distributions
-from .errors import InputError
+from .errors import CannDiffError, InputError
 from .findings import Analysis, analyse
 from .match import match
-from .read import StepRanges, load_run
-from .read.execute import Processes, plan_read, while_workers_read
+from .read import StepRanges, start_run
+from .read.execute import Processes, plan_read, shared_workers, while_workers_read
 from .read.formats import FORMATS, KERNEL_LESS
 from .report import Invocation, Report, build_report
 from .schema import Note, Run
@@ -85,14 +85,32 @@ def read_side(path: str | Path, label: str | None, side: str, options: Options,
     Raises InputError when the input holds nothing to compare (``require_data``); a run
     whose kernel durations cannot be real carries an ``implausible-durations`` note.
     """
+    return start_side(path, label, side, options, progress, rank_progress)()
+
+
+def start_side(path: str | Path, label: str | None, side: str, options: Options,
+               progress=lambda message: None,
+               rank_progress=lambda side, done, total: None,
+               named: bool = False) -> Callable[[], Run]:
+    """``read_side`` in two halves (``read.start_run``): started now, the Run when called.
+
+    ``named`` puts the side in the progress line of its kernels (the sides' lines mix).
+    """
     progress(f"reading {side}: {path}")
-    run = load_run(path, label, limits=options.limits, fusion_map=options.fusion_map,
-                   alias_map=options.alias_map, jobs=options.jobs,
-                   scheduler=options.scheduler, keep_rows=False, steps=options.steps,
-                   progress=lambda done, total: rank_progress(side, done, total))
-    require_data(run)
-    progress(f"  {run.summary.kernels:,} kernels, ranks {_ranks_text(run.meta.ranks)}")
-    return flag_implausible(run)
+    finish = start_run(path, label, limits=options.limits, fusion_map=options.fusion_map,
+                       alias_map=options.alias_map, jobs=options.jobs,
+                       scheduler=options.scheduler, keep_rows=False, steps=options.steps,
+                       progress=lambda done, total: rank_progress(side, done, total))
+
+    def run() -> Run:
+        read = finish()
+        require_data(read)
+        where = f"{side}: " if named else ""
+        progress(f"  {where}{read.summary.kernels:,} kernels, "
+                 f"ranks {_ranks_text(read.meta.ranks)}")
+        return flag_implausible(read)
+
+    return run
 
 
 def _has_memory(run: Run) -> bool:
@@ -183,6 +201,30 @@ def _read_item(options: Options, item: tuple[str | Path, str | None, str]) -> Ru
     return read_side(path, label, side, options)
 
 
+def _raise(error: BaseException) -> Run:
+    raise error
+
+
+def _start_sides(items: list[tuple[str | Path, str | None, str]], options: Options,
+                 progress, rank_progress) -> list[Callable[[], Run]]:
+    """``start_side`` of each item, in order, up to the first that cannot start.
+
+    That one's error is raised when its Run is asked for, after the inputs before it, whose
+    workers still read, have reported theirs: as when read one after the other.
+    """
+    started: list[Callable[[], Run]] = []
+    for path, label, side in items:
+        try:
+            started.append(start_side(path, label, side, options, progress, rank_progress,
+                                      named=len(items) > 1))
+        except CannDiffError as error:
+            if not started:
+                raise
+            started.append(partial(_raise, error))
+            break
+    return started
+
+
 def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options,
                progress=lambda message: None,
                rank_progress=lambda side, done, total: None) -> list[Run]:
@@ -197,8 +239,11 @@ def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options
     # The comparison's scipy import runs while workers read, if any do.
     with while_workers_read(load_distributions):
         if not plan.side_workers:
-            return [read_side(path, label, side, options, progress, rank_progress)
-                    for path, label, side in items]
+            # One pool of rank workers for all inputs: each input's ranks are handed out
+            # as soon as they are found, the next input's found while the workers read.
+            with shared_workers(options.jobs):
+                started = _start_sides(items, options, progress, rank_progress)
+                return [finish() for finish in started]
         workers = plan.side_workers
         share = replace(options, jobs=plan.jobs)
         for path, _, side in items:

@@ -36,7 +36,7 @@ from ..schema import (
 )
 from ..settings import DEFAULT_LIMITS, Limits
 from ..vocab import Vocabulary
-from .execute import InOrder, plan_ranks
+from .execute import InOrder, plan_ranks, start
 from .formats import (
     FORMATS,
     KERNEL_LESS,
@@ -64,6 +64,7 @@ from .reduce.summary import StackShare, combine, samples_per_rank, select
 
 __all__ = ["FORMATS", "KERNEL_LESS", "Format", "RankPlan", "RankSource", "StepRanges",
            "default_label", "find_rank_sources", "load_run", "read_all", "read_and_reduce",
+           "start_all", "start_run",
            "read_and_reduce_many", "read_memory", "select_steps", "missing_steps",
            "STEPS_MISSING"]
 
@@ -311,6 +312,19 @@ def read_all(reader: Reader, sources: list[RankSource], jobs: int,
     source may hold several ranks (a cluster_analysis_output directory). In this process
     progress follows the sources; elsewhere it follows the chunks as they come back.
     """
+    return start_all(reader, sources, jobs, scheduler, timeout_s, pool_min_s)(progress)
+
+
+def start_all(reader: Reader, sources: list[RankSource], jobs: int,
+              scheduler: str | None = None,
+              timeout_s: float = DEFAULT_LIMITS.dask_timeout_s,
+              pool_min_s: float = DEFAULT_LIMITS.rank_pool_min_s,
+              ) -> Callable[[Callable[[int, int], None]], list[RankResult]]:
+    """``read_all`` in two halves: planned (and handed to shared workers) now, collected later.
+
+    The returned function takes ``progress`` and returns what ``read_all`` returns
+    (``execute.start``: only chunks for a shared pool of workers start before it is called).
+    """
     def flat(results: list[RankResult | list[RankResult]]) -> list[RankResult]:
         return [d for r in results for d in (r if isinstance(r, list) else [r])]
 
@@ -318,11 +332,15 @@ def read_all(reader: Reader, sources: list[RankSource], jobs: int,
         sources = [replace(s, path=s.path.absolute()) for s in sources]
     plan = plan_ranks(sources, jobs, scheduler, timeout_s, pool_min_s=pool_min_s)
     if isinstance(plan.executor, InOrder):
-        return flat(reader(sources, progress))
+        return lambda progress: flat(reader(sources, progress))
     done = np.cumsum([0] + [len(c) for c in plan.chunks])
-    results = plan.executor.run(reader, plan.chunks,
-                                lambda number, _: progress(int(done[number]), len(sources)))
-    return flat([r for rs in results for r in rs])
+    collect = start(plan.executor, reader, plan.chunks)
+
+    def results(progress: Callable[[int, int], None]) -> list[RankResult]:
+        chunks = collect(lambda number, _: progress(int(done[number]), len(sources)))
+        return flat([r for rs in chunks for r in rs])
+
+    return results
 
 
 def _drop_empty(datas: list[RankResult]) -> tuple[list[RankResult], list[Note]]:
@@ -376,18 +394,27 @@ def _memory_of(datas: list[RankResult], keep_rows: bool, steps: StepRanges | Non
                        keep_rows, notes)
 
 
-def _read_ranks(path: Path, limits: Limits, plan: RankPlan, jobs: int,
-                scheduler: str | None, progress) -> tuple[Format, list[RankResult], list[Note]]:
-    """Find and read the ranks of one input: its format, the ranks kept, warnings."""
+def _start_ranks(path: Path, limits: Limits, plan: RankPlan, jobs: int,
+                 scheduler: str | None) -> Callable[[Any], tuple[Format, list[RankResult],
+                                                                 list[Note]]]:
+    """Find the ranks of one input and start reading them (``start_all``).
+
+    The returned function takes ``progress`` and gives the input's format, the ranks
+    kept and the warnings.
+    """
     fmt, sources = find_rank_sources(path)
     with_kernels = sum(s.format.name != KERNEL_LESS.name for s in sources)
     plan = replace(plan, max_samples=samples_per_rank(with_kernels, limits.sample_budget))
     reader = partial(read_and_reduce_many, plan)
-    datas = read_all(reader, sources, jobs, progress, scheduler, limits.dask_timeout_s,
-                     limits.rank_pool_min_s)
-    datas, skipped = _drop_empty(datas)
-    datas, warnings = _assign_ranks(datas)
-    return fmt, datas, unread_children(path, sources) + skipped + warnings
+    collect = start_all(reader, sources, jobs, scheduler, limits.dask_timeout_s,
+                        limits.rank_pool_min_s)
+
+    def finish(progress) -> tuple[Format, list[RankResult], list[Note]]:
+        datas, skipped = _drop_empty(collect(progress))
+        datas, warnings = _assign_ranks(datas)
+        return fmt, datas, unread_children(path, sources) + skipped + warnings
+
+    return finish
 
 
 def load_run(path: str | Path, label: str | None = None, *,
@@ -412,10 +439,34 @@ def load_run(path: str | Path, label: str | None = None, *,
     partial input (no communication.json, no step_trace_time.csv, a rank without kernels)
     yields warnings instead.
     """
+    return start_run(path, label, limits=limits, fusion_map=fusion_map, alias_map=alias_map,
+                     jobs=jobs, scheduler=scheduler, keep_rows=keep_rows, steps=steps,
+                     progress=progress, vocab=vocab)()
+
+
+def start_run(path: str | Path, label: str | None = None, *,
+              limits: Limits = DEFAULT_LIMITS, fusion_map: Path | None = None,
+              alias_map: Path | None = None, jobs: int = 1, scheduler: str | None = None,
+              keep_rows: bool = True, steps: StepRanges | None = None,
+              progress=lambda done, total: None,
+              vocab: Vocabulary | None = None) -> Callable[[], Run]:
+    """``load_run`` in two halves: the ranks found and their reading started, then the Run.
+
+    The returned function waits for the ranks and assembles the Run. Inside
+    ``execute.shared_workers`` ranks read by worker processes start at once, so the next
+    input's ranks are found, and this one's are assembled, while the workers read.
+    """
     path = Path(path)
     vocab = vocab or load_vocabulary(fusion_map, alias_map)
     plan = RankPlan(vocab, None, keep_rows, steps)
-    fmt, datas, warnings = _read_ranks(path, limits, plan, jobs, scheduler, progress)
+    ranks = _start_ranks(path, limits, plan, jobs, scheduler)
+    return partial(_assemble, path, label, limits, keep_rows, steps, vocab, ranks, progress)
+
+
+def _assemble(path: Path, label: str | None, limits: Limits, keep_rows: bool,
+              steps: StepRanges | None, vocab: Vocabulary, ranks, progress) -> Run:
+    """The Run of an input whose ranks ``ranks(progress)`` gives (``start_run``)."""
+    fmt, datas, warnings = ranks(progress)
     for data in datas:
         warnings += [Note("input", text) for text in data.warnings]
     parts: list[tuple[int, RunSummary | StackShare]] = []

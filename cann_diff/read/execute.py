@@ -23,13 +23,14 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import InputError
-from ..processes import worker_pool
+from ..processes import start_forkserver, worker_pool
 
 # The planner's cost model (``plan_read``, ``plan_ranks``): reading and reducing a rank costs
 # about READ_S_PER_RANK of CPU however small it is (opening its few files, pyarrow's
@@ -132,6 +133,89 @@ class Processes:
                 results.append(future.result())
                 progress(number, len(chunks))
             return results
+
+
+class SharedWorkers:
+    """One pool of rank workers for every input read in a block (``shared_workers``).
+
+    An input whose ranks go to processes (``Processes``) queues its chunks here, and the
+    forkserver is started at once, so that its imports run while this process finds the
+    next input's ranks. The queued chunks are submitted, in order, when the first results
+    are asked for: the workers then go on from one input to the next while this process
+    assembles the one before. (A pool's first submit waits for the forkserver's imports.)
+    """
+
+    def __init__(self, jobs: int, stack: ExitStack) -> None:
+        self.jobs = jobs
+        self._stack = stack
+        self._pool: Any = None
+        self._queued: list[tuple[Callable[[Any], Any], Sequence[Any], list[Any]]] = []
+
+    def queue(self, preload: str, func: Callable[[Any], Any],
+              chunks: Sequence[Any]) -> Callable[[], list[Any]]:
+        """Queue ``func`` over ``chunks``; the function returned gives their Futures."""
+        if self._pool is None and not self._queued:
+            start_forkserver((preload,))
+        futures: list[Any] = []
+        self._queued.append((func, chunks, futures))
+
+        def submitted() -> list[Any]:
+            if self._queued:
+                if self._pool is None:
+                    self._pool = self._stack.enter_context(worker_pool(self.jobs, preload))
+                for queued_func, queued_chunks, out in self._queued:
+                    out.extend(self._pool.submit_all(queued_func, queued_chunks))
+                self._queued.clear()
+            return futures
+
+        return submitted
+
+
+_shared: list[SharedWorkers] = []
+
+
+@contextmanager
+def shared_workers(jobs: int) -> Iterator[None]:
+    """Within the block, the rank chunks of ``start`` go to one pool of ``jobs`` workers.
+
+    The pool is started when first needed and stopped at the end of the block: on an error
+    or an interrupt its workers are stopped with whatever they still had queued.
+    """
+    with ExitStack() as stack:
+        shared = SharedWorkers(jobs, stack)
+        _shared.append(shared)
+        try:
+            yield
+        finally:
+            _shared.remove(shared)
+
+
+Collect = Callable[[Progress], list[Any]]
+
+
+def start(executor: Executor, func: Callable[[Any], Any], chunks: Sequence[Any]) -> Collect:
+    """``executor.run`` in two halves: the chunks handed out, the results when collected.
+
+    Only chunks for worker processes inside ``shared_workers`` go to workers before they
+    are collected (queued for the shared pool); any other executor runs them when its
+    results are collected, as ``run`` does. Collecting runs what this process was given to
+    do while workers read (``while_workers_read``), then returns the results in order,
+    raising the first error.
+    """
+    if not (_shared and isinstance(executor, Processes)):
+        return partial(executor.run, func, chunks)
+    submitted = _shared[-1].queue(executor.preload, func, chunks)
+
+    def collect(progress: Progress) -> list[Any]:
+        futures = submitted()
+        _while_waiting()
+        results = []
+        for number, future in enumerate(futures, 1):
+            results.append(future.result())
+            progress(number, len(chunks))
+        return results
+
+    return collect
 
 
 SCHEDULER_SCHEMES = ("tcp", "tls", "inproc")
