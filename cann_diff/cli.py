@@ -213,6 +213,28 @@ def _chart_workers(jobs: int, charts_wanted: bool) -> int:
     return min(jobs, CHART_WORKERS_MAX) if start_forkserver(CHART_PRELOAD) else 0
 
 
+# What a rank or side worker imports (the forkserver's preload) when no chart is drawn.
+READ_PRELOAD = ("cann_diff.pipeline",)
+
+
+def _reading_workers(inputs: list, jobs: int, scheduler: str | None) -> None:
+    """Start the forkserver now when reading the inputs will likely want worker processes.
+
+    Its imports (≈ 0.5 s) then run beside this process's own instead of after them, when
+    the first input's ranks are found. Only on a quick look's say-so
+    (``costs.workers_likely``): a forkserver no worker uses cost a small pair 5-10 % of
+    its wall time (docs/performance.md, Turn 13).
+    """
+    from .costs import workers_likely
+    from .settings import DEFAULT_LIMITS
+
+    if scheduler or not workers_likely(inputs, jobs, DEFAULT_LIMITS.rank_pool_min_s):
+        return
+    from .processes import start_forkserver
+
+    start_forkserver(READ_PRELOAD)
+
+
 # Options that change how the tool runs, not what the report says.
 NOT_RECORDED = ("quiet", "jobs", "scheduler", "scheduler_timeout")
 
@@ -369,6 +391,8 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
     if fallback and not quiet:
         click.echo(f"cann-diff: warning: {fallback}", err=True)
     chart_workers = _chart_workers(jobs, not no_charts)  # MPLBACKEND settled: they inherit it
+    if not chart_workers:
+        _reading_workers([base, *news], jobs, scheduler)
     from .pipeline import Options, diff_candidates
     from .report import Invocation
     from .settings import Limits

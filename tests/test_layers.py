@@ -14,7 +14,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cann_diff"
 ORDER = ("read", "match", "compare", "findings", "report", "render", "pipeline", "cli")
-BASE = ("errors", "format", "schema", "settings", "vocab", "allocator", "processes")
+BASE = ("errors", "format", "schema", "settings", "vocab", "allocator", "processes", "costs")
 
 
 def _module(path: Path) -> str:

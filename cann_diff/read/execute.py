@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import math
-import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -29,16 +28,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
+# The planner's cost model lives outside this package, which imports pandas: the command
+# line asks it whether reading will want worker processes before it imports anything.
+from ..costs import (  # noqa: F401 (re-exported: the planner's tests read them here)
+    READ_S_PER_BYTE,
+    READ_S_PER_RANK,
+    path_bytes,
+    read_cost_s,
+    spread_saves_s,
+)
 from ..errors import InputError
 from ..processes import start_forkserver, worker_pool
 
-# The planner's cost model (``plan_read``, ``plan_ranks``): reading and reducing a rank costs
-# about READ_S_PER_RANK of CPU however small it is (opening its few files, pyarrow's
-# per-file set-up, the per-call overhead of its frames) plus READ_S_PER_BYTE for each byte
-# of its files (a 1M-kernel text rank, 330 MB, ~1.5 s). Measured on this 2-core machine,
-# docs/performance.md "Turn 4: by bytes".
-READ_S_PER_RANK = 0.008
-READ_S_PER_BYTE = 4.5e-9
 # Chunks per worker: enough to amortize a task's round trip, few enough that the workers
 # finish together and progress moves. A chunk's small ranks are reduced as one stack.
 TASKS_PER_WORKER = 4
@@ -354,37 +355,6 @@ class Plan:
 
     executor: Executor
     chunks: list[list[Any]]
-
-
-def path_bytes(path: str | Path) -> int:
-    """Bytes of the files at or below ``path`` (0 for what cannot be examined)."""
-    if os.path.isfile(path):
-        return os.path.getsize(path)
-    total = 0
-    for root, _dirs, names in os.walk(path):
-        for name in names:
-            try:
-                total += os.stat(os.path.join(root, name), follow_symlinks=False).st_size
-            except OSError:
-                continue
-    return total
-
-
-def read_cost_s(sizes: Sequence[int]) -> list[float]:
-    """CPU seconds the cost model gives the reading of ranks of these sizes (bytes)."""
-    return [READ_S_PER_RANK + READ_S_PER_BYTE * size for size in sizes]
-
-
-def spread_saves_s(costs: Sequence[float], jobs: int) -> float:
-    """Wall seconds ``jobs`` workers save on ``costs`` (seconds).
-
-    The serial sum less the longer of an even share and the largest rank (a rank is read
-    by one worker).
-    """
-    if not costs:
-        return 0.0
-    total = sum(costs)
-    return total - max(total / max(1, min(jobs, len(costs))), max(costs))
 
 
 def chunked_by_cost(items: Sequence[Any], costs: Sequence[float],
