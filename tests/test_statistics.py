@@ -190,6 +190,26 @@ def test_ratio_interval_bounds_are_ratios_of_two_samples_exactly():
     assert (low, high) == (ordered[8], ordered[40])
 
 
+def test_ratio_interval_of_ordered_samples_takes_the_same_order_statistics():
+    # Above max_pairs a side is cut to evenly spaced order statistics: positions
+    # round(linspace(0, n - 1, k)) of the sorted sample. Samples that come ordered (the
+    # comparison's slices) are not sorted again; the interval must not change.
+    rng = np.random.default_rng(7)
+    base = np.sort(rng.lognormal(3.0, 0.2, 5_000).round(3))
+    new = np.sort(rng.lognormal(3.1, 0.2, 4_000).round(3))
+    k = 100
+    picks_b = np.linspace(0, len(base) - 1, k).round().astype(int)
+    picks_n = np.linspace(0, len(new) - 1, k).round().astype(int)
+    ratios = np.sort(np.divide.outer(new[picks_n], base[picks_b]).ravel())
+    # k = 100 a side: C = floor(5000 − 1.95996·√(10⁴·201/12)) = floor(5000 − 802.1) = 4197.
+    c = math.floor(k * k / 2 - 1.959963984540054 * math.sqrt(k * k * (2 * k + 1) / 12))
+    assert c == 4197
+    want = (float(ratios[c - 1]), float(ratios[k * k - c]))
+    assert ratio_interval(base, new, max_pairs=k, ordered=True) == want
+    shuffled_b, shuffled_n = rng.permutation(base), rng.permutation(new)
+    assert ratio_interval(shuffled_b, shuffled_n, max_pairs=k) == want
+
+
 def test_compare_steps_identical_steps():
     test = compare_steps(np.array([100.0, 102.0, 98.0]), np.array([100.0, 102.0, 98.0]))
     assert test.p_value == pytest.approx(1.0)

@@ -136,7 +136,7 @@ def _test_keys(table: pd.DataFrame, base: RunSummary, new: RunSummary, matched: 
             low, high = ratio_interval(
                 base_dur[base_bounds[g]:base_bounds[g + 1]],
                 new_dur[new_bounds[g]:new_bounds[g + 1]],
-                thresholds.confidence, limits.max_pairs_per_side)
+                thresholds.confidence, limits.max_pairs_per_side, ordered=True)
             ci_low[i] = np.nan if low is None else low
             ci_high[i] = np.nan if high is None else high
     out = pd.DataFrame(index=table.index)

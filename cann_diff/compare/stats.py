@@ -52,8 +52,8 @@ class SampleTest:
     ci_high: float | None
 
 
-def _subsample(values: np.ndarray, limit: int) -> np.ndarray:
-    """At most ``limit`` evenly spaced order statistics.
+def _subsample(values: np.ndarray, limit: int, ordered: bool = False) -> np.ndarray:
+    """At most ``limit`` evenly spaced order statistics (``ordered``: values ascending).
 
     Deterministic, and the same for the same sample on both sides (identical runs give
     an interval around 1).
@@ -61,13 +61,13 @@ def _subsample(values: np.ndarray, limit: int) -> np.ndarray:
     if len(values) <= limit:
         return values
     picks = np.linspace(0, len(values) - 1, limit).round().astype(np.int64)
-    return np.sort(values)[picks]
+    return (values if ordered else np.sort(values))[picks]
 
 
 def ratio_interval(base: np.ndarray, new: np.ndarray,
                    confidence: float = 0.95,
-                   max_pairs: int = DEFAULT_LIMITS.max_pairs_per_side
-                   ) -> tuple[float | None, float | None]:
+                   max_pairs: int = DEFAULT_LIMITS.max_pairs_per_side,
+                   ordered: bool = False) -> tuple[float | None, float | None]:
     """Hodges-Lehmann interval of the ratio new/base, from the pairwise ratios.
 
     Uses the normal approximation to the Mann-Whitney distribution for the order
@@ -75,13 +75,15 @@ def ratio_interval(base: np.ndarray, new: np.ndarray,
     statistics of the log differences are those of the ratios themselves (the log keeps
     the order), and a division is rounded the same on every CPU where numpy's vectorized
     log and exp are not: their last digit differed between an AVX-512 machine and one
-    without, and with it the bytes of report.json.
+    without, and with it the bytes of report.json. ``ordered``: both samples come in
+    ascending order (slices of ``sorted_samples``), so a subsample needs no sort.
     """
     base = base[base > 0]
     new = new[new > 0]
     if len(base) < 2 or len(new) < 2:
         return None, None
-    base, new = _subsample(base, max_pairs), _subsample(new, max_pairs)
+    base = _subsample(base, max_pairs, ordered)
+    new = _subsample(new, max_pairs, ordered)
     ratios = np.divide.outer(new, base).ravel()
     nb, nn = len(base), len(new)
     z = _normal_quantile(0.5 + confidence / 2)
