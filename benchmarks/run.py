@@ -24,6 +24,12 @@ data and is not tracked). Then, each repeated ``--repeat`` times (median reporte
   is on PATH or given with ``--msprof-analyze`` (it needs a trace_view.json to start, so it
   runs on a hard-linked view of the pair with an empty one, see ``msprof_view``).
 
+Before anything is timed the package at ``--src`` is compiled to bytecode (``compileall``,
+into its ``__pycache__`` folders): a user's warm run imports it from that cache, which
+Python writes at the first run (``pip install .`` at install). Where the environment sets
+``PYTHONDONTWRITEBYTECODE=1`` (this machine does) every process would otherwise compile
+the package's modules again, 0.1-0.2 s each (docs/performance.md, Turn 13).
+
 The floor and e2e runs alternate, each e2e run right after a floor run, and e2e / floor is
 the median of those paired ratios: the machine's speed drifts, and a ratio of medians
 taken minutes apart can be off by more than the change being measured. Each timed floor
@@ -396,6 +402,8 @@ def main(argv: list[str] | None = None) -> None:
     args.revision = revision(args.src)
     if not (args.src / "cann_diff" / "__init__.py").is_file():
         parser.error(f"--src {args.src}: no cann_diff package there")
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(args.src / "cann_diff")],
+                   check=True)  # as a user's warm run finds it: bytecode cached
 
     with tempfile.TemporaryDirectory(dir=args.data_dir) as tmp:
         runs = [run_cann_diff(*EXAMPLE, Path(tmp) / f"s{i}", args)
