@@ -127,13 +127,21 @@ class Processes:
     def run(self, func, chunks, progress):
         """Run the chunks in a process pool; on any error or interrupt, stop its workers."""
         with worker_pool(max(1, min(self.jobs, len(chunks))), self.preload) as pool:
-            futures = pool.submit_all(func, chunks)
-            _while_waiting()
-            results = []
-            for number, future in enumerate(futures, 1):
-                results.append(future.result())
-                progress(number, len(chunks))
-            return results
+            return _in_order(pool.submit_all(func, chunks), progress)
+
+
+def _in_order(futures: Sequence[Any], progress: Progress) -> list[Any]:
+    """The results of ``futures`` in order, the first error raised.
+
+    The chunks are out: this process first does its work meanwhile (``while_workers_read``);
+    ``progress(done, total)`` follows each result.
+    """
+    _while_waiting()
+    results = []
+    for number, future in enumerate(futures, 1):
+        results.append(future.result())
+        progress(number, len(futures))
+    return results
 
 
 class SharedWorkers:
@@ -207,16 +215,7 @@ def start(executor: Executor, func: Callable[[Any], Any], chunks: Sequence[Any])
         return partial(executor.run, func, chunks)
     submitted = _shared[-1].queue(executor.preload, func, chunks)
 
-    def collect(progress: Progress) -> list[Any]:
-        futures = submitted()
-        _while_waiting()
-        results = []
-        for number, future in enumerate(futures, 1):
-            results.append(future.result())
-            progress(number, len(chunks))
-        return results
-
-    return collect
+    return lambda progress: _in_order(submitted(), progress)
 
 
 SCHEDULER_SCHEMES = ("tcp", "tls", "inproc")
@@ -335,12 +334,7 @@ class Dask:
         futures = []
         try:
             futures = client.map(func, chunks, pure=False)
-            _while_waiting()
-            results = []
-            for number, future in enumerate(futures, 1):
-                results.append(future.result())
-                progress(number, len(chunks))
-            return results
+            return _in_order(futures, progress)
         except BaseException:
             if futures:
                 client.cancel(futures)  # the cluster is shared: leave it no work of ours
