@@ -239,8 +239,8 @@ def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options
     # The comparison's scipy import runs while workers read, if any do.
     with while_workers_read(load_distributions):
         if not plan.side_workers:
-            # One pool of rank workers for all inputs: each input's ranks are handed out
-            # as soon as they are found, the next input's found while the workers read.
+            # One pool of rank workers for all inputs: each input's chunks are queued as
+            # soon as its ranks are found, and all go out at the first wait, in order.
             with shared_workers(options.jobs):
                 started = _start_sides(items, options, progress, rank_progress)
                 return [finish() for finish in started]
