@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .compare import Comparison, compare
 from .compare.stats import load_distributions
-from .errors import CannDiffError, InputError
+from .errors import InputError
 from .findings import Analysis, analyse
 from .match import match
 from .read import StepRanges, start_run
@@ -209,15 +209,16 @@ def _start_sides(items: list[tuple[str | Path, str | None, str]], options: Optio
                  progress, rank_progress) -> list[Callable[[], Run]]:
     """``start_side`` of each item, in order, up to the first that cannot start.
 
-    That one's error is raised when its Run is asked for, after the inputs before it, whose
-    workers still read, have reported theirs: as when read one after the other.
+    That one's error (a bad input, or a bug) is raised when its Run is asked for, after
+    the inputs before it, whose workers still read, have reported theirs: as when read one
+    after the other. An interrupt is not deferred.
     """
     started: list[Callable[[], Run]] = []
     for path, label, side in items:
         try:
             started.append(start_side(path, label, side, options, progress, rank_progress,
                                       named=len(items) > 1))
-        except CannDiffError as error:
+        except Exception as error:  # noqa: BLE001 (raised in its turn, below)
             if not started:
                 raise
             started.append(partial(_raise, error))

@@ -93,6 +93,54 @@ def test_a_chunk_error_is_raised_by_its_collect(fake_pool):
             first(lambda done, total: None)
 
 
+class Held:
+    """A result whose lifetime a test can watch."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+def test_an_input_s_results_are_not_held_once_collected(fake_pool):
+    import gc
+    import weakref
+
+    with execute.shared_workers(2):
+        first = execute.start(execute.Processes(2), Held, [1, 2])
+        execute.start(execute.Processes(2), Held, [3])  # still to collect
+        results = first(lambda done, total: None)
+        assert [r.value for r in results] == [1, 2]
+        watched = weakref.ref(results[0])
+        del results
+        gc.collect()
+        # The closure is still referenced (as the inputs' list holds it), its results not.
+        assert first is not None and watched() is None
+
+
+def test_chunks_collected_after_the_block_are_refused(fake_pool):
+    with execute.shared_workers(2):
+        late = execute.start(execute.Processes(2), abs, [-1])
+    with pytest.raises(RuntimeError, match="after their shared_workers block ended"):
+        late(lambda done, total: None)
+    assert ("pool", 2) not in fake_pool  # no pool was started that nothing would stop
+
+
+def test_another_thread_reads_with_its_own_pool(fake_pool):
+    import threading
+
+    seen = []
+    with execute.shared_workers(2):
+        def elsewhere():
+            collect = execute.start(execute.Processes(1), abs, [-2])
+            seen.append(fake_pool[:])  # not queued here: nothing happened yet
+            seen.append(collect(lambda done, total: None))
+
+        thread = threading.Thread(target=elsewhere)
+        thread.start()
+        thread.join()
+    assert seen == [[], [2]]
+    assert fake_pool[0] == ("pool", 1)  # its own pool, as outside any block
+
+
 @pytest.mark.slow  # a real pool of two workers
 def test_two_inputs_in_one_real_pool():
     with execute.shared_workers(2):
@@ -128,3 +176,24 @@ def test_an_input_that_cannot_start_fails_after_the_ones_before_it(tmp_path):
     with pytest.raises(InputError) as raised:
         read_sides([(empty, None, "base"), (missing, None, "new")], Options())
     assert str(empty) in str(raised.value) and str(missing) not in str(raised.value)
+
+
+def test_a_bug_in_a_later_input_also_waits_for_the_earlier_ones(tmp_path, monkeypatch):
+    import cann_diff.pipeline as pipeline
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    real = pipeline.start_side
+
+    def start_side(path, *args, **kwargs):
+        if path == "buggy":
+            raise RuntimeError("a bug")
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "start_side", start_side)
+    with pytest.raises(InputError) as raised:  # the base's own error comes first
+        read_sides([(empty, None, "base"), ("buggy", None, "new")], Options())
+    assert str(empty) in str(raised.value)
+    base = _profile(tmp_path, "base", 3.0)
+    with pytest.raises(RuntimeError, match="a bug"):  # then the bug, in its turn
+        read_sides([(base, None, "base"), ("buggy", None, "new")], Options())

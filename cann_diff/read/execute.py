@@ -23,6 +23,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -152,17 +153,24 @@ class SharedWorkers:
     next input's ranks. The queued chunks are submitted, in order, when the first results
     are asked for: the workers then go on from one input to the next while this process
     assembles the one before. (A pool's first submit waits for the forkserver's imports.)
+    A worker that dies breaks the pool for every input not read yet: the run fails as
+    it would have at that input, but the error comes at the first one still waiting.
     """
 
     def __init__(self, jobs: int, stack: ExitStack) -> None:
         self.jobs = jobs
+        self.open = True
         self._stack = stack
         self._pool: Any = None
         self._queued: list[tuple[Callable[[Any], Any], Sequence[Any], list[Any]]] = []
 
     def queue(self, preload: str, func: Callable[[Any], Any],
               chunks: Sequence[Any]) -> Callable[[], list[Any]]:
-        """Queue ``func`` over ``chunks``; the function returned gives their Futures."""
+        """Queue ``func`` over ``chunks``; the function returned gives their Futures once.
+
+        The Futures are handed over, not kept: an input's results are dropped here as soon
+        as it has them, not held until the block ends.
+        """
         if self._pool is None and not self._queued:
             start_forkserver((preload,))
         futures: list[Any] = []
@@ -170,17 +178,23 @@ class SharedWorkers:
 
         def submitted() -> list[Any]:
             if self._queued:
+                if not self.open:  # its pool is gone: nothing would stop a new one
+                    raise RuntimeError("rank chunks collected after their shared_workers "
+                                       "block ended")
                 if self._pool is None:
                     self._pool = self._stack.enter_context(worker_pool(self.jobs, preload))
                 for queued_func, queued_chunks, out in self._queued:
                     out.extend(self._pool.submit_all(queued_func, queued_chunks))
                 self._queued.clear()
-            return futures
+            handed = list(futures)
+            futures.clear()
+            return handed
 
         return submitted
 
 
-_shared: list[SharedWorkers] = []
+# The shared pool of the block this thread (context) is in, if any.
+_shared: ContextVar[SharedWorkers | None] = ContextVar("shared_workers", default=None)
 
 
 @contextmanager
@@ -188,15 +202,17 @@ def shared_workers(jobs: int) -> Iterator[None]:
     """Within the block, the rank chunks of ``start`` go to one pool of ``jobs`` workers.
 
     The pool is started when first needed and stopped at the end of the block: on an error
-    or an interrupt its workers are stopped with whatever they still had queued.
+    or an interrupt its workers are stopped with whatever they still had queued. Only
+    this thread's reads share it (a context variable): another thread reads as before.
     """
     with ExitStack() as stack:
         shared = SharedWorkers(jobs, stack)
-        _shared.append(shared)
+        token = _shared.set(shared)
         try:
             yield
         finally:
-            _shared.remove(shared)
+            shared.open = False
+            _shared.reset(token)
 
 
 Collect = Callable[[Progress], list[Any]]
@@ -211,9 +227,10 @@ def start(executor: Executor, func: Callable[[Any], Any], chunks: Sequence[Any])
     do while workers read (``while_workers_read``), then returns the results in order,
     raising the first error.
     """
-    if not (_shared and isinstance(executor, Processes)):
+    shared = _shared.get()
+    if shared is None or not isinstance(executor, Processes):
         return partial(executor.run, func, chunks)
-    submitted = _shared[-1].queue(executor.preload, func, chunks)
+    submitted = shared.queue(executor.preload, func, chunks)
 
     return lambda progress: _in_order(submitted(), progress)
 
