@@ -24,6 +24,8 @@ SIZE_SAMPLE = 8
 # Directory names that mark one rank's own export: its children are not ranks.
 RANK_SUFFIXES = ("_ascend_pt", "_ascend_ms")
 RANK_OUTPUT = "ASCEND_PROFILER_OUTPUT"
+# An msprof ``PROF_*`` directory is one rank's: its device and host folders are not ranks.
+PROF_PREFIX = "PROF_"
 
 
 def path_bytes(path: str | Path) -> int:
@@ -68,7 +70,8 @@ def workers_likely(paths: Sequence[str | Path], jobs: int, pool_min_s: float) ->
     if jobs < 2:
         return False
     for path in paths:
-        if str(path).rstrip("/\\").endswith(RANK_SUFFIXES):
+        name = os.path.basename(str(path).rstrip("/\\"))
+        if name.endswith(RANK_SUFFIXES) or name.startswith(PROF_PREFIX):
             continue
         try:
             with os.scandir(path) as entries:

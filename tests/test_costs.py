@@ -65,6 +65,16 @@ def test_the_sample_stands_for_the_other_children(tmp_path):
     assert not costs.workers_likely([small_first], 2, POOL)
 
 
+def test_an_msprof_directory_is_one_rank(tmp_path):
+    prof = tmp_path / "PROF_000001_20230818142704322_COJGGGCANRMICFBC"
+    for child in ("device_0", "device_1", "host"):
+        (prof / child).mkdir(parents=True)
+        with open(prof / child / "data.bin", "wb") as out:
+            out.truncate(LARGE)
+    assert not costs.workers_likely([prof], 2, POOL)
+    assert not costs.workers_likely([f"{prof}/"], 2, POOL)
+
+
 @pytest.mark.parametrize("what", ["file", "missing"])
 def test_what_is_no_directory_is_no_answer(tmp_path, what):
     path = tmp_path / "x.json"
