@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import pytest
 from profiles import aclnn, write_profile
 
-from cann_diff.errors import InputError
+from cann_diff.errors import CannDiffError, InputError
 from cann_diff.pipeline import Options, read_sides
 from cann_diff.read import execute
 
@@ -164,25 +164,31 @@ def test_sides_started_before_either_is_assembled(tmp_path):
                     "  base: 2 kernels, ranks [0]", "  new: 2 kernels, ranks [0]"]
 
 
+def _unreadable(tmp_path, label):
+    """A profile whose ranks are found, but whose kernel table fails when it is read."""
+    path = _profile(tmp_path, label, 3.0)
+    table = next(path.rglob("kernel_details.csv"))
+    table.write_text("Name,Type\nMatMul,MatMul\n")  # no Duration(us): refused when read
+    return path, table
+
+
 def test_an_input_that_cannot_start_fails_after_the_ones_before_it(tmp_path):
     base = _profile(tmp_path, "base", 3.0)
     missing = tmp_path / "missing"
     with pytest.raises(InputError) as raised:
         read_sides([(base, None, "base"), (missing, None, "new")], Options())
     assert str(missing) in str(raised.value)
-    # Both bad: the base's error, as when the base is read first.
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    with pytest.raises(InputError) as raised:
-        read_sides([(empty, None, "base"), (missing, None, "new")], Options())
-    assert str(empty) in str(raised.value) and str(missing) not in str(raised.value)
+    # Both bad, the base only when read: the base's error, as when it is read first.
+    bad, table = _unreadable(tmp_path, "bad")
+    with pytest.raises(CannDiffError) as raised:
+        read_sides([(bad, None, "base"), (missing, None, "new")], Options())
+    assert str(table) in str(raised.value) and str(missing) not in str(raised.value)
 
 
 def test_a_bug_in_a_later_input_also_waits_for_the_earlier_ones(tmp_path, monkeypatch):
     import cann_diff.pipeline as pipeline
 
-    empty = tmp_path / "empty"
-    empty.mkdir()
+    bad, table = _unreadable(tmp_path, "bad")
     real = pipeline.start_side
 
     def start_side(path, *args, **kwargs):
@@ -191,9 +197,9 @@ def test_a_bug_in_a_later_input_also_waits_for_the_earlier_ones(tmp_path, monkey
         return real(path, *args, **kwargs)
 
     monkeypatch.setattr(pipeline, "start_side", start_side)
-    with pytest.raises(InputError) as raised:  # the base's own error comes first
-        read_sides([(empty, None, "base"), ("buggy", None, "new")], Options())
-    assert str(empty) in str(raised.value)
+    with pytest.raises(CannDiffError) as raised:  # the base's own error comes first
+        read_sides([(bad, None, "base"), ("buggy", None, "new")], Options())
+    assert str(table) in str(raised.value)
     base = _profile(tmp_path, "base", 3.0)
     with pytest.raises(RuntimeError, match="a bug"):  # then the bug, in its turn
         read_sides([(base, None, "base"), ("buggy", None, "new")], Options())
