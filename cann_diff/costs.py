@@ -63,9 +63,10 @@ def workers_likely(paths: Sequence[str | Path], jobs: int, pool_min_s: float) ->
     """Whether reading one of ``paths`` will likely want rank workers, from a quick look.
 
     Each child directory of an input is taken for a rank, as the profilers write one
-    directory per rank; the sizes of the first ``SIZE_SAMPLE`` (by name) stand for all. The answer
-    is the planner's (``spread_saves_s`` over ``pool_min_s``) on those guesses. An input
-    whose ranks lie deeper is not seen: its workers then start once its ranks are found.
+    directory per rank; the sizes of the first ``SIZE_SAMPLE`` (by name) stand for all.
+    The answer is the planner's (``spread_saves_s`` over ``pool_min_s``) on those guesses.
+    An input whose ranks lie deeper is not seen: its workers then start once its ranks
+    are found.
     """
     if jobs < 2:
         return False
