@@ -75,10 +75,20 @@ def start_forkserver(preload: Sequence[str]) -> bool:
         return False
     from multiprocessing import forkserver
 
+    global _forkserver_started
     with _workers_starting():
         pool_context(preload)
         forkserver.ensure_running()
+    _forkserver_started = True
     return True
+
+
+_forkserver_started = False
+
+
+def forkserver_started() -> bool:
+    """True once ``start_forkserver`` has started this process's forkserver."""
+    return _forkserver_started
 
 
 # The bytes an AF_UNIX socket's path may have (sun_path less its NUL, on Linux), and

@@ -2,7 +2,8 @@
 
 ``execute.shared_workers`` gives the rank chunks of every input one pool: an input's
 chunks are queued when its ranks are found (the forkserver started then), all queued
-chunks submitted, in order, when the first results are asked for. ``pipeline.read_sides``
+chunks submitted, in order, when the first results are asked for; or, with a forkserver
+started before (by the command line), submitted at once. ``pipeline.read_sides``
 starts every input before it assembles the first; an input that cannot start raises its
 error only after the inputs before it were read, as when read one after the other.
 """
@@ -52,6 +53,7 @@ def fake_pool(monkeypatch):
 
     monkeypatch.setattr(execute, "worker_pool", pool)
     monkeypatch.setattr(execute, "start_forkserver", lambda preload: log.append(("fork",)))
+    monkeypatch.setattr(execute, "forkserver_started", lambda: False)
     return log
 
 
@@ -70,6 +72,34 @@ def test_chunks_queue_until_collected_then_go_out_in_order_to_one_pool(fake_pool
         assert second(lambda done, total: None) == [3, 4, 5]
         assert fake_pool[-1] == ("submit", -5)  # nothing submitted twice
     assert fake_pool[-1] == ("stopped", 3)
+
+
+def test_chunks_go_out_at_once_when_the_forkserver_was_started_before(fake_pool,
+                                                                      monkeypatch):
+    monkeypatch.setattr(execute, "forkserver_started", lambda: True)
+    with execute.shared_workers(3):
+        first = execute.start(execute.Processes(2), abs, [-1, -2])
+        # Its imports had the command's own: the pool starts and reads the first input
+        # while the second one's ranks are found. No second forkserver start.
+        assert fake_pool == [("pool", 3), ("submit", -1), ("submit", -2)]
+        second = execute.start(execute.Processes(3), abs, [-3])
+        assert fake_pool[-1] == ("submit", -3)
+        assert second(lambda done, total: None) == [3]
+        assert first(lambda done, total: None) == [1, 2]
+        assert [e for e in fake_pool if e[0] != "submit"] == [("pool", 3)]
+        assert len(fake_pool) == 4  # nothing submitted twice
+    assert fake_pool[-1] == ("stopped", 3)
+
+
+def test_a_later_input_goes_out_at_once_to_a_running_pool(fake_pool):
+    with execute.shared_workers(2):
+        first = execute.start(execute.Processes(2), abs, [-1])
+        assert first(lambda done, total: None) == [1]  # the pool is started here
+        second = execute.start(execute.Processes(2), abs, [-2])
+        assert fake_pool[-1] == ("submit", -2)  # before its results are asked for
+        assert second(lambda done, total: None) == [2]
+    assert fake_pool == [("fork",), ("pool", 2), ("submit", -1), ("submit", -2),
+                         ("stopped", 2)]
 
 
 def test_only_process_chunks_are_shared(fake_pool):
@@ -203,3 +233,16 @@ def test_a_bug_in_a_later_input_also_waits_for_the_earlier_ones(tmp_path, monkey
     base = _profile(tmp_path, "base", 3.0)
     with pytest.raises(RuntimeError, match="a bug"):  # then the bug, in its turn
         read_sides([(base, None, "base"), ("buggy", None, "new")], Options())
+
+
+def test_forkserver_started_says_whether_this_process_started_one():
+    import subprocess
+    import sys
+
+    # In a fresh interpreter: this one's forkserver may have been started by other tests.
+    code = ("from cann_diff import processes as p; before = p.forkserver_started(); "
+            "started = p.start_forkserver(('cann_diff.costs',)); "
+            "print(before, started, p.forkserver_started())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split()
+    assert out == ["False", "True", "True"]

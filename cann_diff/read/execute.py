@@ -39,7 +39,7 @@ from ..costs import (  # noqa: F401 (re-exported: the planner's tests read them 
     spread_saves_s,
 )
 from ..errors import InputError
-from ..processes import start_forkserver, worker_pool
+from ..processes import forkserver_started, start_forkserver, worker_pool
 
 # Chunks per worker: enough to amortize a task's round trip, few enough that the workers
 # finish together and progress moves. A chunk's small ranks are reduced as one stack.
@@ -148,13 +148,17 @@ def _in_order(futures: Sequence[Any], progress: Progress) -> list[Any]:
 class SharedWorkers:
     """One pool of rank workers for every input read in a block (``shared_workers``).
 
-    An input whose ranks go to processes (``Processes``) queues its chunks here, and the
-    forkserver is started at once, so that its imports run while this process finds the
-    next input's ranks. The queued chunks are submitted, in order, when the first results
-    are asked for: the workers then go on from one input to the next while this process
-    assembles the one before. (A pool's first submit waits for the forkserver's imports.)
-    A worker that dies breaks the pool for every input not read yet: the run fails as
-    it would have at that input, but the error comes at the first one still waiting.
+    An input whose ranks go to processes (``Processes``) hands its chunks over here. A
+    pool's first submit waits for the forkserver's imports. So when the forkserver was not
+    started yet, it is started now and the chunks are queued: its imports run while this
+    process finds the next input's ranks, and the queued chunks are submitted, in order,
+    when the first results are asked for. When it was started before (by the command
+    line, at its start: its imports have had this process's own imports' time), or a pool
+    is running already, the chunks are submitted at once, and the workers read them while
+    this process finds the next input's ranks. Either way the workers go on from one input
+    to the next while this process assembles the one before. A worker that dies breaks
+    the pool for every input not read yet: the run fails as it would have at that input,
+    but the error comes at the first one still waiting.
     """
 
     def __init__(self, jobs: int, stack: ExitStack) -> None:
@@ -171,26 +175,33 @@ class SharedWorkers:
         The Futures are handed over, not kept: an input's results are dropped here as soon
         as it has them, not held until the block ends.
         """
-        if self._pool is None and not self._queued:
+        at_once = self._pool is not None or forkserver_started()
+        if not at_once and not self._queued:
             start_forkserver((preload,))
         futures: list[Any] = []
         self._queued.append((func, chunks, futures))
+        if at_once:
+            self._submit(preload)
 
         def submitted() -> list[Any]:
-            if self._queued:
-                if not self.open:  # its pool is gone: nothing would stop a new one
-                    raise RuntimeError("rank chunks collected after their shared_workers "
-                                       "block ended")
-                if self._pool is None:
-                    self._pool = self._stack.enter_context(worker_pool(self.jobs, preload))
-                for queued_func, queued_chunks, out in self._queued:
-                    out.extend(self._pool.submit_all(queued_func, queued_chunks))
-                self._queued.clear()
+            self._submit(preload)
             handed = list(futures)
             futures.clear()
             return handed
 
         return submitted
+
+    def _submit(self, preload: str) -> None:
+        """Submit every queued chunk, in order, to the pool (started when there is none)."""
+        if not self._queued:
+            return
+        if not self.open:  # its pool is gone: nothing would stop a new one
+            raise RuntimeError("rank chunks collected after their shared_workers block ended")
+        if self._pool is None:
+            self._pool = self._stack.enter_context(worker_pool(self.jobs, preload))
+        for queued_func, queued_chunks, out in self._queued:
+            out.extend(self._pool.submit_all(queued_func, queued_chunks))
+        self._queued.clear()
 
 
 # The shared pool of the block this thread (context) is in, if any.
