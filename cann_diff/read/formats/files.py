@@ -140,11 +140,25 @@ def read_bytes(path: Path, limit: int | None = None) -> bytes:
 
 
 def list_dir(path: Path) -> list[Path]:
-    """Entries of a directory, sorted; InputError when it cannot be listed."""
+    """Entries of a directory, sorted; InputError when it cannot be listed.
+
+    Sorted by name (the order of the paths themselves, for one directory's entries): an
+    input of thousands of ranks is listed once per format probe, and names compare
+    several times faster than paths.
+    """
     try:
-        return sorted(path.iterdir())
+        names = sorted(os.listdir(path))
     except OSError as exc:
         raise InputError(path, f"cannot list the directory: {os_problem(exc)}") from None
+    return [path / name for name in names]
+
+
+def names_in(folder: Path) -> list[str]:
+    """The names in a directory, sorted; none when it cannot be listed (as a glob sees it)."""
+    try:
+        return sorted(os.listdir(folder))
+    except (OSError, ValueError):
+        return []
 
 
 def size_text(count: int) -> str:

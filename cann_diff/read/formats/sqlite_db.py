@@ -37,7 +37,15 @@ from ...schema import COMM_COLUMNS, STAGE_FIELDS
 from ...vocab.names import canonical_names, comm_types
 from ..frames import as_category, concat_frames
 from ..rank_data import RankData
-from .files import brief, is_directory, is_regular, os_problem, present, require_file
+from .files import (
+    brief,
+    is_directory,
+    is_regular,
+    names_in,
+    os_problem,
+    present,
+    require_file,
+)
 from .hccl_tasks import read_db_tasks
 from .json_files import LINK_COLUMNS, LINK_TYPES, read_profiler_info
 from .values import (
@@ -183,10 +191,10 @@ def find_db(path: Path) -> Path | None:
     if not is_directory(path):
         return None
     for folder in (path, path / OUTPUT_DIR):
-        found = sorted(p for p in folder.glob("*.db") if DB_NAME.match(p.name)) \
-            if is_directory(folder) else []
-        if found:
-            return found[0]
+        found = next((name for name in names_in(folder) if DB_NAME.match(name)), None) \
+            if folder is path or is_directory(folder) else None
+        if found is not None:
+            return folder / found
     return None
 
 
