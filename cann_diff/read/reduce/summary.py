@@ -69,9 +69,11 @@ def sort_codes(column: pd.Series) -> tuple[np.ndarray, int]:
 def group_ids(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     """``frame.groupby(columns, observed=True, sort=True, dropna=False).ngroup()``, as int64.
 
-    The key columns' codes are folded into one int64 per row and numbered by np.unique:
-    on the few hundred rows of one rank a pandas groupby costs a millisecond, this a
-    tenth of it. Falls back to the groupby when the folded codes would overflow.
+    The key columns' codes are folded into one int64 per row and numbered in their sorted
+    order: on the few hundred rows of one rank a pandas groupby costs a millisecond, this
+    a tenth of it. The numbering is a hash table's (``pd.factorize``, its few distinct
+    keys sorted after): np.unique sorts every row, 70 ms at 1M rows against 8 ms. Falls
+    back to the groupby when the folded codes would overflow.
     """
     combined = np.zeros(len(frame), dtype=np.int64)
     size = 1
@@ -82,7 +84,7 @@ def group_ids(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
             return frame.groupby(columns, observed=True, sort=True, dropna=False
                                  ).ngroup().to_numpy(np.int64)
         combined = combined * width + codes
-    return np.unique(combined, return_inverse=True)[1].astype(np.int64).reshape(-1)
+    return pd.factorize(combined, sort=True)[0].astype(np.int64)
 
 
 def _copy_directions(ops: pd.DataFrame) -> pd.Categorical:
