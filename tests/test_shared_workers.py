@@ -79,8 +79,8 @@ def test_chunks_go_out_at_once_when_the_forkserver_was_started_before(fake_pool,
     monkeypatch.setattr(execute, "forkserver_started", lambda: True)
     with execute.shared_workers(3):
         first = execute.start(execute.Processes(2), abs, [-1, -2])
-        # Its imports had the command's own: the pool starts and reads the first input
-        # while the second one's ranks are found. No second forkserver start.
+        # Its imports had the command's own time: the pool starts and reads the first
+        # input while the second one's ranks are found. No forkserver is started here.
         assert fake_pool == [("pool", 3), ("submit", -1), ("submit", -2)]
         second = execute.start(execute.Processes(3), abs, [-3])
         assert fake_pool[-1] == ("submit", -3)
