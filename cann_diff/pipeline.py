@@ -240,8 +240,8 @@ def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options
     # The comparison's scipy import runs while workers read, if any do.
     with while_workers_read(load_distributions):
         if not plan.side_workers:
-            # One pool of rank workers for all inputs: each input's chunks are queued as
-            # soon as its ranks are found, and all go out at the first wait, in order.
+            # One pool of rank workers for all inputs: each input's chunks are handed to it
+            # as soon as its ranks are found (``execute.SharedWorkers``), in order.
             with shared_workers(options.jobs):
                 started = _start_sides(items, options, progress, rank_progress)
                 return [finish() for finish in started]

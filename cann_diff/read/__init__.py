@@ -323,8 +323,8 @@ def start_all(reader: Reader, sources: list[RankSource], jobs: int,
     """``read_all`` in two halves: planned (and handed to shared workers) now, collected later.
 
     The returned function takes ``progress`` and returns what ``read_all`` returns
-    (``execute.start``: only chunks for a shared pool of workers are queued before it is
-    called).
+    (``execute.start``: only chunks for a shared pool of workers are handed out before it
+    is called).
     """
     def flat(results: list[RankResult | list[RankResult]]) -> list[RankResult]:
         return [d for r in results for d in (r if isinstance(r, list) else [r])]
@@ -454,9 +454,10 @@ def start_run(path: str | Path, label: str | None = None, *,
     """``load_run`` in two halves: the ranks found and their reading started, then the Run.
 
     The returned function waits for the ranks and assembles the Run. Inside
-    ``execute.shared_workers`` the chunks of ranks for worker processes are queued at once
-    and handed out with the others at the first wait, so the next input's ranks are found
-    before the workers start, and this one is assembled while they read the next.
+    ``execute.shared_workers`` the chunks of ranks for worker processes are handed to the
+    shared pool now (``SharedWorkers.queue`` says when they go out), so the next input's
+    ranks are found while this one's are read or the forkserver imports, and this one is
+    assembled while the workers read the next.
     """
     path = Path(path)
     vocab = vocab or load_vocabulary(fusion_map, alias_map)

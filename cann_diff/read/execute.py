@@ -170,10 +170,11 @@ class SharedWorkers:
 
     def queue(self, preload: str, func: Callable[[Any], Any],
               chunks: Sequence[Any]) -> Callable[[], list[Any]]:
-        """Queue ``func`` over ``chunks``; the function returned gives their Futures once.
+        """Take ``func`` over ``chunks``; the function returned gives their Futures once.
 
-        The Futures are handed over, not kept: an input's results are dropped here as soon
-        as it has them, not held until the block ends.
+        Submitted now or at the first collect (see the class). The Futures are handed
+        over, not kept: an input's results are dropped here as soon as it has them, not
+        held until the block ends.
         """
         at_once = self._pool is not None or forkserver_started()
         if not at_once and not self._queued:
@@ -233,7 +234,7 @@ def start(executor: Executor, func: Callable[[Any], Any], chunks: Sequence[Any])
     """``executor.run`` in two halves: the chunks handed out, the results when collected.
 
     Only chunks for worker processes inside ``shared_workers`` go to workers before they
-    are collected (queued for the shared pool); any other executor runs them when its
+    are collected (handed to the shared pool); any other executor runs them when its
     results are collected, as ``run`` does. Collecting runs what this process was given to
     do while workers read (``while_workers_read``), then returns the results in order,
     raising the first error.
