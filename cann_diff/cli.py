@@ -538,12 +538,15 @@ def _write_candidates(results, names: list[str], failed: list[bool] | None,
     from .render.candidates import write_candidates_summary
     from .report import build_candidates_summary
 
+    summary = build_candidates_summary([r.report for r in results], names,
+                            failed or [None] * len(results), gate)
+    drawn_beside = charts and workers is not None
+    if drawn_beside:  # its chart is drawn while the reports are written
+        workers.offer_summary(summary)
     for result, name in zip(results, names):
         (stage / name).mkdir()
         _write_report(result, stage / name, charts, html, workers)
-    summary = build_candidates_summary([r.report for r in results], names,
-                            failed or [None] * len(results), gate)
-    images = workers.summary_images(summary) if charts and workers is not None else None
+    images = workers.summary_images(summary) if drawn_beside else None
     write_candidates_summary(summary, stage, charts, html, images=images)
 
 

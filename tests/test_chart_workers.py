@@ -288,6 +288,49 @@ def test_the_summary_chart_goes_to_a_worker_unless_the_pool_is_broken(monkeypatc
     assert drawing_here.summary_images({"tag": "s"}) == {"candidates_step": b"s@here"}
 
 
+def test_an_offered_summary_is_drawn_after_the_reports_charts_before_it_is_asked_for(
+        fake_charts, monkeypatch):
+    # The command offers the summary before it writes the reports: the first worker left
+    # without a report's chart draws it, not the one that is free once the last report is
+    # written.
+    from cann_diff.render import candidates
+
+    monkeypatch.setattr(candidates, "candidates_images",
+                        lambda summary: {"candidates_step": f"{summary['tag']}@"
+                                         f"{getattr(WHO, 'now', 'here')}".encode()})
+    pool = ThreadPool()
+    workers = chart_workers.ChartWorkers(pool, 2, draw_here=False)
+    first, second, summary = {"tag": "r1"}, {"tag": "r2"}, {"tag": "s"}
+    workers.offer(first)
+    workers.offer(second)
+    workers.offer_summary(summary)
+    workers.offer_summary(summary)  # once
+    deadline = time.monotonic() + 10
+    while "draw_summary_pickled" not in pool.submitted and time.monotonic() < deadline:
+        time.sleep(0.001)
+    # handed out last, and before any report's images or the summary's were asked for
+    assert pool.submitted == list("abcde") * 2 + ["draw_summary_pickled"]
+    assert workers.images(first) == {name: f"{name}:r1@worker".encode() for name in "abcde"}
+    assert workers.images(second) == {name: f"{name}:r2@worker".encode() for name in "abcde"}
+    assert workers.summary_images(summary) == {"candidates_step": b"s@worker"}
+    assert pool.most <= 2 and here(fake_charts) == []
+
+
+def test_a_summary_offered_to_a_stopped_pool_is_drawn_here(monkeypatch):
+    from cann_diff.render import candidates
+
+    monkeypatch.setattr(candidates, "candidates_images",
+                        lambda summary: {"candidates_step": f"{summary['tag']}@"
+                                         f"{getattr(WHO, 'now', 'here')}".encode()})
+    pool = ThreadPool()
+    workers = chart_workers.ChartWorkers(pool, 2, draw_here=False)
+    workers._stopped = True  # a worker died while the reports' charts were drawn
+    summary = {"tag": "s"}
+    workers.offer_summary(summary)
+    assert workers.summary_images(summary) == {"candidates_step": b"s@here"}
+    assert pool.submitted == [] and workers._offered == {}
+
+
 @pytest.mark.slow
 def test_with_chart_workers_the_command_imports_no_matplotlib(tmp_path):
     # Every chart, the summary's too, is drawn by the workers: the command never pays

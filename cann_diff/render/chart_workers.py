@@ -10,6 +10,7 @@ from __future__ import annotations
 import pickle
 import threading
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, Future
 from functools import partial
 from typing import Any
@@ -34,7 +35,8 @@ class ChartWorkers:
 
     With ``draw_here`` False this process draws no chart while the pool works: ``images``
     waits for the workers (as many as the cores, then), so that this process never imports
-    matplotlib; only what a broken pool leaves is drawn here.
+    matplotlib; only what a broken pool leaves is drawn here. The candidates summary's
+    chart then goes through the same queue (``offer_summary``), behind the reports'.
 
     The queue's lock is never held across a call into the pool: the pool's result thread
     runs ``_drawn`` holding the pool's own lock on some Python versions.
@@ -47,20 +49,33 @@ class ChartWorkers:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)  # a chart handed out, or a stop
         # {id(report): (the report, its pickle, {chart handed out: its PNG to come, None:
-        # to draw here})}; the report is held so that its id is not another's meanwhile.
-        self._offered: dict[int, tuple[Report, bytes, dict[str, Future]]] = {}
+        # to draw here})}; the report (or the candidates summary) is held so that its id
+        # is not another's meanwhile.
+        self._offered: dict[int, tuple[Any, bytes, dict[str, Future]]] = {}
         self._queue: deque[tuple[int, str]] = deque()  # (id(report), chart) not handed out
         self._out = 0  # charts handed out and not drawn yet
         self._stopped = False  # the pool takes no more: what is queued is drawn here
 
     def offer(self, report: Report) -> None:
         """Queue the charts of ``report`` for the workers (once)."""
-        if id(report) in self._offered:
+        self._queue_up(report, wanted(report))
+
+    def offer_summary(self, summary: Any) -> None:
+        """Queue the candidates summary's chart behind every chart offered so far (once).
+
+        Offered before the reports are written, it goes to the first worker left without
+        a report's chart, instead of waiting for the last report to be written.
+        """
+        if not self.draw_here:
+            self._queue_up(summary, [_SUMMARY])
+
+    def _queue_up(self, item: Any, names: list[str]) -> None:
+        if id(item) in self._offered:
             return
-        blob = pickled(report)
+        blob = pickled(item)
         with self._lock:
-            self._offered[id(report)] = (report, blob, {})
-            self._queue.extend((id(report), name) for name in wanted(report))
+            self._offered[id(item)] = (item, blob, {})
+            self._queue.extend((id(item), name) for name in names)
         self._hand_out()
 
     def _hand_out(self) -> None:
@@ -75,7 +90,8 @@ class ChartWorkers:
                 self._out += 1
                 self._changed.notify_all()
             try:
-                future = self.pool.submit(draw_pickled, blob, name)
+                future = self.pool.submit(draw_summary_pickled, blob) if name == _SUMMARY \
+                    else self.pool.submit(draw_pickled, blob, name)
             except Exception:  # noqa: BLE001 (shut down or broken: the rest is drawn here)
                 self._done(png, None, stop=True)
                 return
@@ -108,9 +124,30 @@ class ChartWorkers:
 
     def images(self, report: Report) -> dict[str, bytes]:
         """The charts of ``report`` (offered first if it was not), as ``chart_images``."""
-        key = id(report)
         self.offer(report)
-        names = wanted(report)
+        return self._collect(report, wanted(report), lambda name: _png(report, name))
+
+    def summary_images(self, summary: Any) -> dict[str, bytes]:
+        """The candidates summary's chart (``candidates.candidates_images``).
+
+        Drawn by a worker (offered now if ``offer_summary`` did not) unless this process
+        draws too or the pool is broken.
+        """
+        from .candidates import candidates_images
+
+        if self.draw_here:
+            return candidates_images(summary)
+        self.offer_summary(summary)
+        return self._collect(summary, [_SUMMARY], lambda _: candidates_images(summary))[_SUMMARY]
+
+    def _collect(self, item: Any, names: list[str], draw: Callable[[str], Any]
+                 ) -> dict[str, Any]:
+        """Each of ``names`` of the offered ``item``, drawn here or by a worker.
+
+        ``draw(name)`` here for those not handed out (from the last one back) and for those
+        a dead worker lost; the worker's result for the others.
+        """
+        key = id(item)
         here = {}
         if not self.draw_here:  # until the workers hold every chart, or the pool stopped
             with self._changed:
@@ -122,28 +159,18 @@ class ChartWorkers:
                 if mine:
                     self._queue.remove((key, name))
             if mine:
-                here[name] = _png(report, name)
+                here[name] = draw(name)
         with self._lock:
             _, _, handed = self._offered.pop(key)
         for name in names:
             if name not in here:
                 drawn = handed[name].result()
-                here[name] = _png(report, name) if drawn is None else drawn
+                here[name] = draw(name) if drawn is None else drawn
         return {name: here[name] for name in names}
 
-    def summary_images(self, summary: Any) -> dict[str, bytes]:
-        """The candidates summary's chart (``candidates.candidates_images``).
 
-        Drawn by a worker unless this process draws too or the pool is broken.
-        """
-        from .candidates import candidates_images
-
-        if self.draw_here or self._stopped:
-            return candidates_images(summary)
-        try:
-            return self.pool.submit(draw_summary_pickled, pickled(summary)).result()
-        except BrokenExecutor:  # a worker died: drawn here
-            return candidates_images(summary)
+# The queue's name of the candidates summary's one task: it draws all of its charts.
+_SUMMARY = "candidates summary"
 
 
 # The report a worker last unpickled, with its bytes: the charts of one report come in
