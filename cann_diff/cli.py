@@ -221,7 +221,8 @@ def _reading_workers(inputs: list, jobs: int, scheduler: str | None) -> None:
     """Start the forkserver now when reading the inputs will likely want worker processes.
 
     Its imports (≈ 0.5 s) then run beside this process's own instead of after them, when
-    the first input's ranks are found. Only on a quick look's say-so
+    the first input's ranks are found or the sides go to side workers. Only on a quick
+    look's say-so
     (``costs.workers_likely``): a forkserver no worker uses cost a small pair 5-10 % of
     its wall time (docs/performance.md, Turn 13).
     """

@@ -59,31 +59,86 @@ def spread_saves_s(costs: Sequence[float], jobs: int) -> float:
     return total - max(total / max(1, min(jobs, len(costs))), max(costs))
 
 
-def workers_likely(paths: Sequence[str | Path], jobs: int, pool_min_s: float) -> bool:
-    """Whether reading one of ``paths`` will likely want rank workers, from a quick look.
+# Inputs whose reading costs less than this (cost model, CPU seconds, all inputs) are read
+# one after the other: a side worker's start-up (~1 s) costs more than it saves.
+SIDE_PROCESS_MIN_S = 0.3
+# A side worker of a side of several large ranks wants two jobs: one for its Python, one
+# for pyarrow's parse or a rank worker. With fewer jobs, such sides spread their ranks over
+# one pool of rank workers instead (docs/performance.md, "Round 5" and "Turn 13").
+JOBS_PER_SIDE_WORKER = 2
+SIDE_PROCESS_MIN_JOBS = 2 * JOBS_PER_SIDE_WORKER
+# Inputs that each have too little to spread over rank workers (one large rank each) leave
+# the second core idle when read one after the other. Read side by side, one job each,
+# they use it once their reading costs at least this much (cost model, all inputs): below
+# it the side workers' start and their sides' way back cost as much as they save. Measured
+# on 2 cores against reading here (docs/performance.md, Turn 15): one rank of 0.25M kernels
+# a side 1.035× wall, of 0.5M 0.98–0.99×, of 1M 0.92–0.96× (by the model 0.74, 1.46 and
+# 3.0 s for the pair).
+SIDES_APART_MIN_S = 2.0
+
+
+def guess_sizes(path: str | Path) -> list[int]:
+    """The bytes of each rank of an input, guessed from a quick look.
 
     Each child directory of an input is taken for a rank, as the profilers write one
-    directory per rank; the sizes of the first ``SIZE_SAMPLE`` (by name) stand for all.
-    The answer is the planner's (``spread_saves_s`` over ``pool_min_s``) on those guesses.
-    An input whose ranks lie deeper is not seen: its workers then start once its ranks
+    directory per rank; the sizes of the first ``SIZE_SAMPLE`` (by name) stand for all. An
+    input that holds one rank (a rank's own export, an msprof ``PROF_*`` directory, a
+    directory with fewer than two children or with the rank output folder, a file) is one
+    rank of all its bytes; nothing there, no rank.
+    """
+    name = os.path.basename(str(path).rstrip("/\\"))
+    if name.endswith(RANK_SUFFIXES) or name.startswith(PROF_PREFIX):
+        return [path_bytes(path)]
+    try:
+        with os.scandir(path) as entries:
+            children = sorted(e.path for e in entries if e.is_dir())
+    except OSError:  # a file, or nothing there: its read says what it is
+        return [path_bytes(path)] if os.path.isfile(path) else []
+    if len(children) < 2 or any(os.path.basename(c) == RANK_OUTPUT for c in children):
+        return [path_bytes(path)]
+    sample = [path_bytes(child) for child in children[:SIZE_SAMPLE]]
+    mean = sum(sample) // len(sample)
+    return sample + [mean] * (len(children) - len(sample))
+
+
+def side_plan(sizes: Sequence[Sequence[int]], jobs: int, pool_min_s: float) -> tuple[int, int]:
+    """Side workers for inputs whose ranks have ``sizes`` (bytes), and the jobs of each.
+
+    (0, ``jobs``): one input after the other here, each with every job for its ranks.
+    With ``SIDE_PROCESS_MIN_JOBS`` or more, the inputs go side by side once their reading
+    costs ``SIDE_PROCESS_MIN_S``, ``JOBS_PER_SIDE_WORKER`` jobs or more each. With fewer,
+    only inputs none of which would spread its ranks over rank workers (the saving
+    ``spread_saves_s`` at most ``pool_min_s``) and that cost ``SIDES_APART_MIN_S``, one job
+    each.
+    """
+    if jobs < 2 or len(sizes) < 2:
+        return 0, jobs
+    costs = [read_cost_s(ranks) for ranks in sizes]
+    total = sum(sum(c) for c in costs)
+    if jobs >= SIDE_PROCESS_MIN_JOBS:
+        if total < SIDE_PROCESS_MIN_S:
+            return 0, jobs
+        workers = min(len(sizes), jobs // JOBS_PER_SIDE_WORKER)
+        return workers, max(1, jobs // workers)
+    if total < SIDES_APART_MIN_S or any(spread_saves_s(c, jobs) > pool_min_s for c in costs):
+        return 0, jobs
+    workers = min(len(sizes), jobs)
+    return workers, jobs // workers
+
+
+def workers_likely(paths: Sequence[str | Path], jobs: int, pool_min_s: float) -> bool:
+    """Whether reading ``paths`` will likely want worker processes, from a quick look.
+
+    The planner's answers (``spread_saves_s`` over ``pool_min_s`` for an input's ranks,
+    ``side_plan`` for the inputs together) on the sizes ``guess_sizes`` gives. An input
+    whose ranks lie deeper is not seen as several: its workers then start once its ranks
     are found.
     """
     if jobs < 2:
         return False
+    guesses = []
     for path in paths:
-        name = os.path.basename(str(path).rstrip("/\\"))
-        if name.endswith(RANK_SUFFIXES) or name.startswith(PROF_PREFIX):
-            continue
-        try:
-            with os.scandir(path) as entries:
-                children = sorted(e.path for e in entries if e.is_dir())
-        except OSError:  # a file, or nothing there: its read says what it is
-            continue
-        if len(children) < 2 or any(os.path.basename(c) == RANK_OUTPUT for c in children):
-            continue
-        sample = [path_bytes(child) for child in children[:SIZE_SAMPLE]]
-        mean = sum(sample) // len(sample)
-        sizes = sample + [mean] * (len(children) - len(sample))
-        if spread_saves_s(read_cost_s(sizes), jobs) > pool_min_s:
+        guesses.append(guess_sizes(path))
+        if spread_saves_s(read_cost_s(guesses[-1]), jobs) > pool_min_s:
             return True
-    return False
+    return side_plan(guesses, jobs, pool_min_s)[0] > 0

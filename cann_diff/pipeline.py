@@ -232,11 +232,13 @@ def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options
     """Read every (path, label, side), the sides in worker processes when planned so.
 
     The sides are independent: when ``execute.plan_read`` gives side workers (enough
-    jobs and bytes, no Dask scheduler), they are read at the same time in processes
-    (threads would share one interpreter lock), the jobs shared out for their ranks; else
-    one after the other in this process, each with all ``jobs`` for its ranks.
+    jobs and bytes, or inputs of one large rank each; no Dask scheduler), they are read at
+    the same time in processes (threads would share one interpreter lock), the jobs shared
+    out for their ranks; else one after the other in this process, each with all ``jobs``
+    for its ranks.
     """
-    plan = plan_read([path for path, _, _ in items], options.jobs, options.scheduler)
+    plan = plan_read([path for path, _, _ in items], options.jobs, options.scheduler,
+                     pool_min_s=options.limits.rank_pool_min_s)
     # The comparison's scipy import runs while workers read, if any do.
     with while_workers_read(load_distributions):
         if not plan.side_workers:

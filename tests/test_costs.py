@@ -1,5 +1,5 @@
 """``costs.workers_likely``: the command line's quick look, before any import, at whether
-reading will want rank workers (then the forkserver starts at once).
+reading will want rank or side workers (then the forkserver starts at once).
 
 The answer is the planner's rule on guessed ranks: each child directory of an input is a
 rank, of the size of the first ``SIZE_SAMPLE`` children's mean. With empty ranks each
@@ -73,6 +73,34 @@ def test_an_msprof_directory_is_one_rank(tmp_path):
             out.truncate(LARGE)
     assert not costs.workers_likely([prof], 2, POOL)
     assert not costs.workers_likely([f"{prof}/"], 2, POOL)
+
+
+def test_two_inputs_of_one_large_rank_each_want_side_workers(tmp_path):
+    # One rank of 1M kernels each: 2 × 1.493 s by the model, over SIDES_APART_MIN_S; of
+    # 0.25M kernels (81 MB) each: 2 × 0.3725 s, under it.
+    large = [_ranks(tmp_path / side, 1, LARGE) for side in ("base", "new")]
+    assert costs.workers_likely(large, 2, POOL)
+    assert costs.workers_likely([next(p.iterdir()) for p in large], 2, POOL)  # the ranks
+    assert not costs.workers_likely(large[:1], 2, POOL)
+    assert not costs.workers_likely(large, 1, POOL)
+    quarter = [_ranks(tmp_path / f"q{side}", 1, 81 * 10**6) for side in ("base", "new")]
+    assert not costs.workers_likely(quarter, 2, POOL)
+
+
+def test_guessed_sizes(tmp_path):
+    root = _ranks(tmp_path / "many", 10, name="r{n}")
+    for n, child in enumerate(sorted(root.iterdir())):
+        with open(child / costs.RANK_OUTPUT / "k.csv", "wb") as out:
+            out.truncate(1000 * (n + 1))
+    # The first 8 (r0, r1, r2..r7 by name) as they are, their mean (4,500) for r8 and r9.
+    assert costs.guess_sizes(root) == [1000 * (n + 1) for n in range(8)] + [4500, 4500]
+    one = _ranks(tmp_path / "one", 1, 1234)
+    assert costs.guess_sizes(one) == [1234]  # one child: one rank of all its bytes
+    assert costs.guess_sizes(next(one.iterdir())) == [1234]  # the rank's own export
+    data = tmp_path / "trace.json"
+    data.write_text("[]")
+    assert costs.guess_sizes(data) == [2]
+    assert costs.guess_sizes(tmp_path / "missing") == []
 
 
 @pytest.mark.parametrize("what", ["file", "missing"])

@@ -317,24 +317,27 @@ def test_the_comparison_does_not_import_scipy_stats(tmp_path):
 
 @pytest.mark.slow
 def test_sides_read_in_worker_processes_give_the_same_report(monkeypatch):
-    """The process path (forkserver) reads what the in-process path reads."""
-    from cann_diff import pipeline, processes
+    """The process paths (forkserver) read what the in-process path reads."""
+    from cann_diff import costs, pipeline, processes
     from cann_diff.read import execute
 
     examples = Path(__file__).resolve().parents[1] / "examples"
     base, new = examples / "cann7.0.1.3", examples / "cann8.0.RC2"
     alone = pipeline.diff(base, new, pipeline.Options(jobs=1)).report.to_dict()
-    monkeypatch.setattr(execute, "SIDE_PROCESS_MIN_S", 0)  # the examples are small
+    monkeypatch.setattr(costs, "SIDE_PROCESS_MIN_S", 0)  # the examples are small
     pools = []
     monkeypatch.setattr(processes, "pool_context",
                         lambda *a: pools.append(a) or pool_context(*a))
     fewer = pipeline.diff(base, new, pipeline.Options(
         jobs=execute.SIDE_PROCESS_MIN_JOBS - 1)).report.to_dict()
-    assert pools == []  # too few jobs for a process per side: read here
+    assert pools == []  # too few jobs for two each, too little to read for one each: here
+    monkeypatch.setattr(costs, "SIDES_APART_MIN_S", 0)
+    one_each = pipeline.diff(base, new, pipeline.Options(jobs=2)).report.to_dict()
+    assert len(pools) == 1  # two ranks of 164 kernels a side do not spread: one job each
     spread = pipeline.diff(base, new, pipeline.Options(
         jobs=execute.SIDE_PROCESS_MIN_JOBS)).report.to_dict()
-    assert len(pools) == 1
-    assert spread == alone == fewer
+    assert len(pools) == 2
+    assert spread == alone == fewer == one_each
 
 
 def _impossible_by_the_rule(start_ns: np.ndarray, dur_us: np.ndarray) -> np.ndarray:

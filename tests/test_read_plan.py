@@ -96,7 +96,7 @@ def _sides(sizes: dict[str, list[int]], jobs: int, scheduler: str | None = None)
     return execute.plan_read(list(sizes), jobs, scheduler, sizes_of=sizes.__getitem__)
 
 
-def test_sides_in_processes_only_with_two_jobs_each():
+def test_sides_of_several_large_ranks_in_processes_only_with_two_jobs_each():
     big = {"base": [LARGE] * 4, "new": [LARGE] * 4}
     assert _sides(big, 2) == execute.ReadPlan(0, 2)  # ranks spread per side instead
     assert _sides(big, 4) == execute.ReadPlan(2, 2)
@@ -106,29 +106,60 @@ def test_sides_in_processes_only_with_two_jobs_each():
     assert _sides(three, 4) == execute.ReadPlan(2, 2)
 
 
+# One rank of 1M kernels costs 0.008 + 4.5e-9 × 330e6 = 1.493 s by the model; of 0.5M
+# (161 MB) 0.7325 s, of 0.25M (81 MB) 0.3725 s. Side by side from 2.0 s for all inputs.
+HALF = 161 * 10**6
+QUARTER = 81 * 10**6
+
+
+def test_inputs_of_one_large_rank_each_go_side_by_side_one_job_each():
+    assert _sides({"base": [LARGE], "new": [LARGE]}, 2) == execute.ReadPlan(2, 1)
+    assert _sides({"base": [LARGE], "new": [LARGE]}, 3) == execute.ReadPlan(2, 1)
+    three = {"base": [LARGE], "new 1": [LARGE], "new 2": [LARGE]}
+    assert _sides(three, 2) == execute.ReadPlan(2, 1)
+    assert _sides(three, 3) == execute.ReadPlan(3, 1)
+    # A small rank beside a large one saves 0.008 s spread: the input still counts as one.
+    assert _sides({"base": [LARGE, SMALL], "new": [LARGE]}, 2) == execute.ReadPlan(2, 1)
+
+
+def test_one_job_sides_only_when_no_input_spreads_and_the_reading_pays():
+    assert _sides({"base": [QUARTER], "new": [QUARTER]}, 2) == execute.ReadPlan(0, 2)  # 0.745 s
+    assert _sides({"base": [HALF], "new": [HALF]}, 2) == execute.ReadPlan(0, 2)  # 1.465 s
+    assert _sides({"base": [HALF], "new 1": [HALF], "new 2": [HALF]},
+                  2) == execute.ReadPlan(2, 1)  # 2.1975 s
+    # The new side's four ranks save 5.972 − 2.986 s on two rank workers: a shared pool.
+    assert _sides({"base": [LARGE], "new": [LARGE] * 4}, 2) == execute.ReadPlan(0, 2)
+    assert _sides({"base": [LARGE], "new": [LARGE]}, 1) == execute.ReadPlan(0, 1)
+    assert _sides({"base": [LARGE]}, 2) == execute.ReadPlan(0, 2)
+
+
 def test_small_inputs_or_a_scheduler_read_one_after_the_other():
     small = {"base": [SMALL] * 2, "new": [SMALL] * 2}
     assert _sides(small, 8) == execute.ReadPlan(0, 8)
+    assert _sides(small, 2) == execute.ReadPlan(0, 2)
     big = {"base": [LARGE], "new": [LARGE]}
     assert _sides(big, 8, "tcp://scheduler:8786") == execute.ReadPlan(0, 8)
     assert _sides({"base": [LARGE]}, 8) == execute.ReadPlan(0, 8)
 
 
-def test_sizes_are_not_walked_when_jobs_decide():
+def test_sizes_are_not_walked_when_jobs_or_a_scheduler_decide():
     def refuse(path):
         raise AssertionError(f"{path} walked")
 
-    assert execute.plan_read(["a", "b"], 2, None, sizes_of=refuse) == execute.ReadPlan(0, 2)
+    assert execute.plan_read(["a", "b"], 1, None, sizes_of=refuse) == execute.ReadPlan(0, 1)
+    assert execute.plan_read(["a", "b"], 2, "tcp://scheduler:8786",
+                             sizes_of=refuse) == execute.ReadPlan(0, 2)
 
 
-def test_input_sizes_follow_the_rank_sources(tmp_path):
+def test_the_plan_reads_the_quick_look_of_each_input(tmp_path):
     from profiles import aclnn, write_profile
 
     run = write_profile(tmp_path, "base", lambda r, s: [aclnn("Add", 3.0, "1;1")],
                         ranks=range(3), steps=(1,)).path
-    sizes = execute.input_sizes(run)
+    assert execute.plan_read.__defaults__[0] is execute.guess_sizes
+    sizes = execute.guess_sizes(run)
     assert len(sizes) == 3 and all(size > 0 for size in sizes)
-    assert execute.input_sizes(tmp_path / "missing") == []
+    assert execute.guess_sizes(tmp_path / "missing") == []
 
 
 @pytest.mark.slow  # three pools start

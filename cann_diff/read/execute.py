@@ -32,31 +32,27 @@ from typing import Any, Protocol
 # The planner's cost model lives outside this package, which imports pandas: the command
 # line asks it whether reading will want worker processes before it imports anything.
 from ..costs import (  # noqa: F401 (re-exported: the planner's tests read them here)
+    JOBS_PER_SIDE_WORKER,
     READ_S_PER_BYTE,
     READ_S_PER_RANK,
+    SIDE_PROCESS_MIN_JOBS,
+    SIDE_PROCESS_MIN_S,
+    SIDES_APART_MIN_S,
+    guess_sizes,
     path_bytes,
     read_cost_s,
+    side_plan,
     spread_saves_s,
 )
 from ..errors import InputError
 from ..processes import forkserver_started, start_forkserver, worker_pool
+from ..settings import DEFAULT_LIMITS
 
 # Chunks per worker: enough to amortize a task's round trip, few enough that the workers
 # finish together and progress moves. A chunk's small ranks are reduced as one stack.
 TASKS_PER_WORKER = 4
 # Ranks per Dask task: a cluster's size is not known here, so its tasks are many and small.
 DASK_CHUNK_RANKS = 16
-# Inputs whose reading costs less than this (cost model, CPU seconds) are read one after the
-# other: a side worker's start-up (~1 s) costs more than it saves.
-SIDE_PROCESS_MIN_S = 0.3
-# A side worker wants two cores of its own: one for its Python, one for pyarrow's parse.
-# With two jobs in all, two sides in processes ran 17-25 % slower (wall) than one after the
-# other, each parse on both cores (0.25M, 1M and 4M kernels per side; docs/performance.md,
-# "Round 5"). So there are at most jobs // JOBS_PER_SIDE_WORKER side workers, and at least 2;
-# with fewer jobs, a side of several large ranks spreads them over rank workers instead.
-JOBS_PER_SIDE_WORKER = 2
-SIDE_PROCESS_MIN_JOBS = 2 * JOBS_PER_SIDE_WORKER
-
 Progress = Callable[[int, int], None]
 
 # Work this process has to do anyway, run once by the first pool that waits on its workers
@@ -442,36 +438,18 @@ class ReadPlan:
     jobs: int
 
 
-def input_sizes(path: str | Path) -> list[int]:
-    """Bytes of each rank source of an input, in ``find_rank_sources`` order.
-
-    Empty when the input cannot be listed: its read then says why, where it always did.
-    """
-    from .formats import find_rank_sources  # formats sit above the executors
-
-    try:
-        _, sources = find_rank_sources(Path(path))
-    except InputError:
-        return []
-    return [path_bytes(source.path) for source in sources]
-
-
 def plan_read(paths: Sequence[str | Path], jobs: int, scheduler: str | None,
-              sizes_of: Callable[[str | Path], Sequence[int]] = input_sizes) -> ReadPlan:
+              sizes_of: Callable[[str | Path], Sequence[int]] = guess_sizes,
+              pool_min_s: float = DEFAULT_LIMITS.rank_pool_min_s) -> ReadPlan:
     """How the inputs are read, from the sizes of each input's ranks and ``jobs``.
 
-    The inputs are read side by side in processes only with ``jobs`` ≥
-    ``SIDE_PROCESS_MIN_JOBS``, two inputs or more, no Dask scheduler (which spreads the
-    ranks itself) and at least ``SIDE_PROCESS_MIN_S`` of reading (cost model: ``sizes_of``
-    an input gives its ranks' bytes); each side worker then has ``JOBS_PER_SIDE_WORKER``
-    jobs or more for its ranks. Otherwise one input after the other here, each with all
-    ``jobs``: a side of several large ranks spreads them over rank workers
-    (``plan_ranks``), one large rank parses on all cores.
+    The inputs are read side by side in processes only with two inputs or more and no
+    Dask scheduler (which spreads the ranks itself), as ``costs.side_plan`` decides on the
+    sizes ``sizes_of`` gives (the quick look the command line also asked before it started
+    the forkserver). Otherwise one input after the other here, each with all ``jobs``: a
+    side of several large ranks spreads them over rank workers (``plan_ranks``), one large
+    rank parses on all cores.
     """
-    if jobs < SIDE_PROCESS_MIN_JOBS or scheduler or len(paths) < 2:
+    if jobs < 2 or scheduler or len(paths) < 2:
         return ReadPlan(0, jobs)
-    total = sum(sum(read_cost_s(sizes_of(path))) for path in paths)
-    if total < SIDE_PROCESS_MIN_S:
-        return ReadPlan(0, jobs)
-    workers = min(len(paths), jobs // JOBS_PER_SIDE_WORKER)
-    return ReadPlan(workers, max(1, jobs // workers))
+    return ReadPlan(*side_plan([sizes_of(path) for path in paths], jobs, pool_min_s))
