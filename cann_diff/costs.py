@@ -67,16 +67,21 @@ SIDE_PROCESS_MIN_S = 0.3
 # one pool of rank workers instead (docs/performance.md, "Round 5" and "Turn 13").
 JOBS_PER_SIDE_WORKER = 2
 SIDE_PROCESS_MIN_JOBS = 2 * JOBS_PER_SIDE_WORKER
-# Inputs that each have too little to spread over rank workers (one large rank each) leave
-# the second core idle when read one after the other. Read side by side, one job each,
-# they use it once their reading costs at least this much (cost model, all inputs): below
-# it the side workers' start and their sides' way back cost as much as they save. Measured
-# on 2 cores against reading here (docs/performance.md, Turn 15): one rank of 0.25M kernels
-# a side 1.035× wall, of 0.5M 0.98–0.99×, of 1M 0.92–0.96× (by the model 0.74, 1.46 and
-# 3.0 s for the pair).
+# With 2 or 3 jobs, inputs read side by side, one job each, use the cores once their
+# reading costs at least this much (cost model, all inputs): below it the side workers'
+# start and their sides' way back cost as much as they save. Measured on 2 cores against
+# reading here (docs/performance.md, Turn 15), one rank a side: of 0.25M kernels 1.035×
+# wall, of 0.5M 0.98–0.99×, of 1M 0.92–0.96× (by the model 0.74, 1.46 and 3.0 s a pair).
 SIDES_APART_MIN_S = 2.0
-
-
+# Where an input's ranks would spread over a shared pool of rank workers, that pool evens
+# out the inputs; side workers pay off only for small ranks (a side read in one process
+# costs less than its ranks sent out in chunks, and its results need not come back rank
+# by rank) and when the inputs balance over them: handed out in order to the first free
+# worker, they end within SIDES_BALANCE of the jobs' even share. Measured on 2 cores
+# (Turn 15), by mean rank cost: 1,000 ranks of 164 kernels a side (0.008 s) 0.82× wall,
+# 32 ranks of 31k kernels (0.053 s) 0.96×, 4 ranks of 1M kernels (1.49 s) 1.02–1.03×.
+SIDES_BALANCE = 1.1
+SIDES_RANK_MAX_S = 0.25
 def guess_sizes(path: str | Path) -> list[int]:
     """The bytes of each rank of an input, guessed from a quick look.
 
@@ -107,9 +112,10 @@ def side_plan(sizes: Sequence[Sequence[int]], jobs: int, pool_min_s: float) -> t
     (0, ``jobs``): one input after the other here, each with every job for its ranks.
     With ``SIDE_PROCESS_MIN_JOBS`` or more, the inputs go side by side once their reading
     costs ``SIDE_PROCESS_MIN_S``, ``JOBS_PER_SIDE_WORKER`` jobs or more each. With fewer,
-    only inputs none of which would spread its ranks over rank workers (the saving
-    ``spread_saves_s`` at most ``pool_min_s``) and that cost ``SIDES_APART_MIN_S``, one job
-    each.
+    one job each once they cost ``SIDES_APART_MIN_S``, if no input would spread its ranks
+    over rank workers (the saving ``spread_saves_s`` at most ``pool_min_s``: read here,
+    they would be read one after the other) or if their ranks are small
+    (``SIDES_RANK_MAX_S`` on average) and they balance (``SIDES_BALANCE``).
     """
     if jobs < 2 or len(sizes) < 2:
         return 0, jobs
@@ -120,10 +126,23 @@ def side_plan(sizes: Sequence[Sequence[int]], jobs: int, pool_min_s: float) -> t
             return 0, jobs
         workers = min(len(sizes), jobs // JOBS_PER_SIDE_WORKER)
         return workers, max(1, jobs // workers)
-    if total < SIDES_APART_MIN_S or any(spread_saves_s(c, jobs) > pool_min_s for c in costs):
+    if total < SIDES_APART_MIN_S:
         return 0, jobs
     workers = min(len(sizes), jobs)
+    if any(spread_saves_s(c, jobs) > pool_min_s for c in costs) and (
+            total / sum(len(c) for c in costs) > SIDES_RANK_MAX_S
+            or _makespan([sum(c) for c in costs], workers) > SIDES_BALANCE * total / jobs):
+        return 0, jobs
     return workers, jobs // workers
+
+
+def _makespan(costs: Sequence[float], workers: int) -> float:
+    """When the last of ``costs`` ends, each handed in order to the first free worker."""
+    free = [0.0] * workers
+    for cost in costs:
+        first = free.index(min(free))
+        free[first] += cost
+    return max(free)
 
 
 def workers_likely(paths: Sequence[str | Path], jobs: int, pool_min_s: float) -> bool:

@@ -96,18 +96,20 @@ def _sides(sizes: dict[str, list[int]], jobs: int, scheduler: str | None = None)
     return execute.plan_read(list(sizes), jobs, scheduler, sizes_of=sizes.__getitem__)
 
 
-def test_sides_of_several_large_ranks_in_processes_only_with_two_jobs_each():
+def test_with_four_jobs_or_more_sides_in_processes_of_two_jobs_each():
     big = {"base": [LARGE] * 4, "new": [LARGE] * 4}
-    assert _sides(big, 2) == execute.ReadPlan(0, 2)  # ranks spread per side instead
-    assert _sides(big, 4) == execute.ReadPlan(2, 2)
+    assert _sides(big, 2) == execute.ReadPlan(0, 2)  # ranks spread over a shared pool
     assert _sides(big, 3) == execute.ReadPlan(0, 3)
+    assert _sides(big, 4) == execute.ReadPlan(2, 2)
+    assert _sides(big, 5) == execute.ReadPlan(2, 2)
     three = {"base": [LARGE], "new 1": [LARGE], "new 2": [LARGE]}
     assert _sides(three, 8) == execute.ReadPlan(3, 2)
     assert _sides(three, 4) == execute.ReadPlan(2, 2)
 
 
 # One rank of 1M kernels costs 0.008 + 4.5e-9 × 330e6 = 1.493 s by the model; of 0.5M
-# (161 MB) 0.7325 s, of 0.25M (81 MB) 0.3725 s. Side by side from 2.0 s for all inputs.
+# (161 MB) 0.7325 s, of 0.25M (81 MB) 0.3725 s, of 164 kernels (60 kB) 0.00827 s. With 2
+# or 3 jobs, side by side from 2.0 s for all inputs.
 HALF = 161 * 10**6
 QUARTER = 81 * 10**6
 
@@ -115,6 +117,7 @@ QUARTER = 81 * 10**6
 def test_inputs_of_one_large_rank_each_go_side_by_side_one_job_each():
     assert _sides({"base": [LARGE], "new": [LARGE]}, 2) == execute.ReadPlan(2, 1)
     assert _sides({"base": [LARGE], "new": [LARGE]}, 3) == execute.ReadPlan(2, 1)
+    # Read here they would be read one after the other: side by side even unbalanced.
     three = {"base": [LARGE], "new 1": [LARGE], "new 2": [LARGE]}
     assert _sides(three, 2) == execute.ReadPlan(2, 1)
     assert _sides(three, 3) == execute.ReadPlan(3, 1)
@@ -122,13 +125,32 @@ def test_inputs_of_one_large_rank_each_go_side_by_side_one_job_each():
     assert _sides({"base": [LARGE, SMALL], "new": [LARGE]}, 2) == execute.ReadPlan(2, 1)
 
 
-def test_one_job_sides_only_when_no_input_spreads_and_the_reading_pays():
+def test_inputs_whose_ranks_spread_go_side_by_side_when_they_balance():
+    # 1,000 small ranks a side: 8.27 s each, the two side workers end at 8.27 s, the even
+    # share of 2 jobs.
+    small = {"base": [SMALL] * 1000, "new": [SMALL] * 1000}
+    assert _sides(small, 2) == execute.ReadPlan(2, 1)
+    # 3 jobs: two side workers end at 8.27 s, over 1.1 × 16.54 / 3 = 6.065 s
+    assert _sides(small, 3) == execute.ReadPlan(0, 3)
+    # 32 ranks of 10 MB (0.053 s) a side balance; 4 of 1M kernels (1.493 s) are too large
+    assert _sides({"base": [10**7] * 32, "new": [10**7] * 32}, 2) == execute.ReadPlan(2, 1)
+    assert _sides({"base": [LARGE] * 4, "new": [LARGE] * 4}, 2) == execute.ReadPlan(0, 2)
+    # 1,000 small ranks against 100: 8.27 s ends over 1.1 × (8.27 + 0.827) / 2 = 5.003 s
+    assert _sides({"base": [SMALL] * 1000, "new": [SMALL] * 100}, 2) == execute.ReadPlan(0, 2)
+    # three sides of 8.27 s on 2 workers: the third ends at 16.54, over 1.1 × 12.405
+    three = {"base": [SMALL] * 1000, "new 1": [SMALL] * 1000, "new 2": [SMALL] * 1000}
+    assert _sides(three, 2) == execute.ReadPlan(0, 2)
+    assert _sides(three, 3) == execute.ReadPlan(3, 1)
+    # 900 against 1,000 ranks: 8.27 s ends within 1.1 × (7.443 + 8.27) / 2 = 8.642 s
+    assert _sides({"base": [SMALL] * 900, "new": [SMALL] * 1000}, 2) == execute.ReadPlan(2, 1)
+    assert _sides({"base": [SMALL] * 700, "new": [SMALL] * 1000}, 2) == execute.ReadPlan(0, 2)
+
+
+def test_one_job_sides_only_when_the_reading_pays():
     assert _sides({"base": [QUARTER], "new": [QUARTER]}, 2) == execute.ReadPlan(0, 2)  # 0.745 s
     assert _sides({"base": [HALF], "new": [HALF]}, 2) == execute.ReadPlan(0, 2)  # 1.465 s
     assert _sides({"base": [HALF], "new 1": [HALF], "new 2": [HALF]},
                   2) == execute.ReadPlan(2, 1)  # 2.1975 s
-    # The new side's four ranks save 5.972 − 2.986 s on two rank workers: a shared pool.
-    assert _sides({"base": [LARGE], "new": [LARGE] * 4}, 2) == execute.ReadPlan(0, 2)
     assert _sides({"base": [LARGE], "new": [LARGE]}, 1) == execute.ReadPlan(0, 1)
     assert _sides({"base": [LARGE]}, 2) == execute.ReadPlan(0, 2)
 
