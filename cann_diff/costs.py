@@ -82,6 +82,8 @@ SIDES_APART_MIN_S = 2.0
 # 32 ranks of 31k kernels (0.053 s) 0.96×, 4 ranks of 1M kernels (1.49 s) 1.02–1.03×.
 SIDES_BALANCE = 1.1
 SIDES_RANK_MAX_S = 0.25
+
+
 def guess_sizes(path: str | Path) -> list[int]:
     """The bytes of each rank of an input, guessed from a quick look.
 

@@ -232,10 +232,10 @@ def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options
     """Read every (path, label, side), the sides in worker processes when planned so.
 
     The sides are independent: when ``execute.plan_read`` gives side workers (enough
-    jobs and bytes, or inputs of one large rank each; no Dask scheduler), they are read at
-    the same time in processes (threads would share one interpreter lock), the jobs shared
-    out for their ranks; else one after the other in this process, each with all ``jobs``
-    for its ranks.
+    bytes and jobs, or on 2-3 jobs inputs of one large rank each or that balance; no Dask
+    scheduler: ``costs.side_plan``), they are read at the same time in processes (threads
+    would share one interpreter lock), the jobs shared out for their ranks; else one after
+    the other in this process, each with all ``jobs`` for its ranks.
     """
     plan = plan_read([path for path, _, _ in items], options.jobs, options.scheduler,
                      pool_min_s=options.limits.rank_pool_min_s)
