@@ -18,7 +18,7 @@ from pathlib import Path
 # Measured on a 2-core machine, docs/performance.md "Turn 4: by bytes".
 READ_S_PER_RANK = 0.008
 READ_S_PER_BYTE = 4.5e-9
-# ``workers_likely`` walks at most this many of an input's child directories and takes
+# ``guess_sizes`` walks at most this many of an input's child directories and takes
 # their mean size for the others.
 SIZE_SAMPLE = 8
 # Directory names that mark one rank's own export: its children are not ranks.
@@ -67,12 +67,13 @@ SIDE_PROCESS_MIN_S = 0.3
 # one pool of rank workers instead (docs/performance.md, "Round 5" and "Turn 13").
 JOBS_PER_SIDE_WORKER = 2
 SIDE_PROCESS_MIN_JOBS = 2 * JOBS_PER_SIDE_WORKER
-# With 2 or 3 jobs, inputs read side by side, one job each, use the cores once their
-# reading costs at least this much (cost model, all inputs): below it the side workers'
-# start and their sides' way back cost as much as they save. Measured on 2 cores against
-# reading here (docs/performance.md, Turn 15), one rank a side: of 0.25M kernels 1.035×
-# wall, of 0.5M 0.98–0.99×, of 1M 0.92–0.96× (by the model 0.74, 1.46 and 3.0 s a pair).
-SIDES_APART_MIN_S = 2.0
+# With 2 or 3 jobs, inputs read side by side, one job each, use the cores once the reading
+# they overlap (all of it but the last worker's: the cost model's total less when the last
+# side worker ends) costs at least this much: below it the side workers' start and their
+# sides' way back cost as much as they save. Measured on 2 cores against reading here
+# (docs/performance.md, Turn 15), one rank a side: of 0.25M kernels 1.035× wall, of 0.5M
+# 0.98–0.99×, of 1M 0.92–0.96× (by the model 0.3725, 0.7325 and 1.493 s overlapped).
+SIDES_SAVE_MIN_S = 1.0
 # Where an input's ranks would spread over a shared pool of rank workers, that pool evens
 # out the inputs; side workers pay off only for small ranks (a side read in one process
 # costs less than its ranks sent out in chunks, and its results need not come back rank
@@ -80,6 +81,7 @@ SIDES_APART_MIN_S = 2.0
 # worker, they end within SIDES_BALANCE of the jobs' even share. Measured on 2 cores
 # (Turn 15), by mean rank cost: 1,000 ranks of 164 kernels a side (0.008 s) 0.82× wall,
 # 32 ranks of 31k kernels (0.053 s) 0.96×, 4 ranks of 1M kernels (1.49 s) 1.02–1.03×.
+# Every input's own mean counts: a side of small ranks does not hide one of large ranks.
 SIDES_BALANCE = 1.1
 SIDES_RANK_MAX_S = 0.25
 
@@ -114,10 +116,11 @@ def side_plan(sizes: Sequence[Sequence[int]], jobs: int, pool_min_s: float) -> t
     (0, ``jobs``): one input after the other here, each with every job for its ranks.
     With ``SIDE_PROCESS_MIN_JOBS`` or more, the inputs go side by side once their reading
     costs ``SIDE_PROCESS_MIN_S``, ``JOBS_PER_SIDE_WORKER`` jobs or more each. With fewer,
-    one job each once they cost ``SIDES_APART_MIN_S``, if no input would spread its ranks
-    over rank workers (the saving ``spread_saves_s`` at most ``pool_min_s``: read here,
-    they would be read one after the other) or if their ranks are small
-    (``SIDES_RANK_MAX_S`` on average) and they balance (``SIDES_BALANCE``).
+    one job each once the reading they overlap costs ``SIDES_SAVE_MIN_S``, if no input
+    would spread its ranks over rank workers (the saving ``spread_saves_s`` at most
+    ``pool_min_s``: read here, they would be read one after the other) or if every input's
+    ranks are small (``SIDES_RANK_MAX_S`` on average) and the inputs balance
+    (``SIDES_BALANCE``).
     """
     if jobs < 2 or len(sizes) < 2:
         return 0, jobs
@@ -128,12 +131,13 @@ def side_plan(sizes: Sequence[Sequence[int]], jobs: int, pool_min_s: float) -> t
             return 0, jobs
         workers = min(len(sizes), jobs // JOBS_PER_SIDE_WORKER)
         return workers, max(1, jobs // workers)
-    if total < SIDES_APART_MIN_S:
-        return 0, jobs
     workers = min(len(sizes), jobs)
+    inputs = [sum(c) for c in costs]
+    if total - _makespan(inputs, workers) < SIDES_SAVE_MIN_S:
+        return 0, jobs
     if any(spread_saves_s(c, jobs) > pool_min_s for c in costs) and (
-            total / sum(len(c) for c in costs) > SIDES_RANK_MAX_S
-            or _makespan([sum(c) for c in costs], workers) > SIDES_BALANCE * total / jobs):
+            max(sum(c) / len(c) for c in costs if c) > SIDES_RANK_MAX_S
+            or _makespan(inputs, workers) > SIDES_BALANCE * total / jobs):
         return 0, jobs
     return workers, jobs // workers
 

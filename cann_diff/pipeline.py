@@ -232,8 +232,8 @@ def read_sides(items: list[tuple[str | Path, str | None, str]], options: Options
     """Read every (path, label, side), the sides in worker processes when planned so.
 
     The sides are independent: when ``execute.plan_read`` gives side workers (enough
-    bytes and jobs, or on 2-3 jobs inputs of one large rank each or that balance; no Dask
-    scheduler: ``costs.side_plan``), they are read at the same time in processes (threads
+    bytes and jobs, or on 2-3 jobs inputs whose ranks would not spread or that balance; no
+    Dask scheduler: ``costs.side_plan``), they are read at the same time in processes (threads
     would share one interpreter lock), the jobs shared out for their ranks; else one after
     the other in this process, each with all ``jobs`` for its ranks.
     """
@@ -291,7 +291,7 @@ def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
     ``labels`` names the base and then each candidate (None: the default label). Returns
     one Result per candidate, in order; ``on_result`` gets each as soon as it is compared
     (the command line's chart workers start drawing it while the next is compared). The
-    inputs may be read in worker processes, two jobs or more each (``read_sides``).
+    inputs may be read in worker processes, side by side (``read_sides``).
     """
     labels = list(labels or [None] * (len(new_paths) + 1))
     items = [(base_path, labels[0], "base"),

@@ -76,8 +76,8 @@ def test_an_msprof_directory_is_one_rank(tmp_path):
 
 
 def test_two_inputs_of_one_large_rank_each_want_side_workers(tmp_path):
-    # One rank of 1M kernels each: 2 × 1.493 s by the model, over SIDES_APART_MIN_S; of
-    # 0.25M kernels (81 MB) each: 2 × 0.3725 s, under it.
+    # One rank of 1M kernels each: 1.493 s by the model overlapped, over SIDES_SAVE_MIN_S;
+    # of 0.25M kernels (81 MB) each: 0.3725 s, under it.
     large = [_ranks(tmp_path / side, 1, LARGE) for side in ("base", "new")]
     assert costs.workers_likely(large, 2, POOL)
     assert costs.workers_likely([next(p.iterdir()) for p in large], 2, POOL)  # the ranks

@@ -319,7 +319,6 @@ def test_the_comparison_does_not_import_scipy_stats(tmp_path):
 def test_sides_read_in_worker_processes_give_the_same_report(monkeypatch):
     """The process paths (forkserver) read what the in-process path reads."""
     from cann_diff import costs, pipeline, processes
-    from cann_diff.read import execute
 
     examples = Path(__file__).resolve().parents[1] / "examples"
     base, new = examples / "cann7.0.1.3", examples / "cann8.0.RC2"
@@ -329,13 +328,13 @@ def test_sides_read_in_worker_processes_give_the_same_report(monkeypatch):
     monkeypatch.setattr(processes, "pool_context",
                         lambda *a: pools.append(a) or pool_context(*a))
     fewer = pipeline.diff(base, new, pipeline.Options(
-        jobs=execute.SIDE_PROCESS_MIN_JOBS - 1)).report.to_dict()
+        jobs=costs.SIDE_PROCESS_MIN_JOBS - 1)).report.to_dict()
     assert pools == []  # too few jobs for two each, too little to read for one each: here
-    monkeypatch.setattr(costs, "SIDES_APART_MIN_S", 0)
+    monkeypatch.setattr(costs, "SIDES_SAVE_MIN_S", 0)
     one_each = pipeline.diff(base, new, pipeline.Options(jobs=2)).report.to_dict()
     assert len(pools) == 1  # two ranks of 164 kernels a side do not spread: one job each
     spread = pipeline.diff(base, new, pipeline.Options(
-        jobs=execute.SIDE_PROCESS_MIN_JOBS)).report.to_dict()
+        jobs=costs.SIDE_PROCESS_MIN_JOBS)).report.to_dict()
     assert len(pools) == 2
     assert spread == alone == fewer == one_each
 

@@ -16,9 +16,8 @@ from pandas.api.types import union_categoricals
 from profiles import Comm, aclnn, write_profile
 
 import cann_diff.read as read
-from cann_diff import pipeline
+from cann_diff import costs, pipeline
 from cann_diff.errors import InputError
-from cann_diff.read import execute
 from cann_diff.read.frames import concat_frames, cut_rows
 from cann_diff.read.reduce.summary import group_ids
 from cann_diff.settings import Limits
@@ -127,7 +126,7 @@ def test_report_the_same_with_one_job_two_or_four(tmp_path, monkeypatch):
     for jobs in (2, 4):
         options = pipeline.Options(jobs=jobs, limits=SPREAD)
         assert pipeline.diff(base, new, options).report.to_dict() == alone
-    monkeypatch.setattr(execute, "SIDE_PROCESS_MIN_S", 0)  # small sides: processes the same
+    monkeypatch.setattr(costs, "SIDE_PROCESS_MIN_S", 0)  # small sides: processes the same
     assert pipeline.diff(base, new, pipeline.Options(jobs=4, limits=SPREAD)
                          ).report.to_dict() == alone
 

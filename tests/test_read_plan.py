@@ -109,7 +109,7 @@ def test_with_four_jobs_or_more_sides_in_processes_of_two_jobs_each():
 
 # One rank of 1M kernels costs 0.008 + 4.5e-9 × 330e6 = 1.493 s by the model; of 0.5M
 # (161 MB) 0.7325 s, of 0.25M (81 MB) 0.3725 s, of 164 kernels (60 kB) 0.00827 s. With 2
-# or 3 jobs, side by side from 2.0 s for all inputs.
+# or 3 jobs, side by side once they overlap 1.0 s: the total less when the last side ends.
 HALF = 161 * 10**6
 QUARTER = 81 * 10**6
 
@@ -123,6 +123,8 @@ def test_inputs_of_one_large_rank_each_go_side_by_side_one_job_each():
     assert _sides(three, 3) == execute.ReadPlan(3, 1)
     # A small rank beside a large one saves 0.008 s spread: the input still counts as one.
     assert _sides({"base": [LARGE, SMALL], "new": [LARGE]}, 2) == execute.ReadPlan(2, 1)
+    # A missing input counts nothing: the two others still overlap 1.493 s.
+    assert _sides({"base": [], "new 1": [LARGE], "new 2": [LARGE]}, 2) == execute.ReadPlan(2, 1)
 
 
 def test_inputs_whose_ranks_spread_go_side_by_side_when_they_balance():
@@ -137,6 +139,8 @@ def test_inputs_whose_ranks_spread_go_side_by_side_when_they_balance():
     assert _sides({"base": [LARGE] * 4, "new": [LARGE] * 4}, 2) == execute.ReadPlan(0, 2)
     # 1,000 small ranks against 100: 8.27 s ends over 1.1 × (8.27 + 0.827) / 2 = 5.003 s
     assert _sides({"base": [SMALL] * 1000, "new": [SMALL] * 100}, 2) == execute.ReadPlan(0, 2)
+    # 1,000 small ranks beside 5 of 1M kernels: that input's mean is 1.493 s, not small
+    assert _sides({"base": [SMALL] * 1000, "new": [LARGE] * 5}, 2) == execute.ReadPlan(0, 2)
     # three sides of 8.27 s on 2 workers: the third ends at 16.54, over 1.1 × 12.405
     three = {"base": [SMALL] * 1000, "new 1": [SMALL] * 1000, "new 2": [SMALL] * 1000}
     assert _sides(three, 2) == execute.ReadPlan(0, 2)
@@ -147,10 +151,13 @@ def test_inputs_whose_ranks_spread_go_side_by_side_when_they_balance():
 
 
 def test_one_job_sides_only_when_the_reading_pays():
-    assert _sides({"base": [QUARTER], "new": [QUARTER]}, 2) == execute.ReadPlan(0, 2)  # 0.745 s
-    assert _sides({"base": [HALF], "new": [HALF]}, 2) == execute.ReadPlan(0, 2)  # 1.465 s
-    assert _sides({"base": [HALF], "new 1": [HALF], "new 2": [HALF]},
-                  2) == execute.ReadPlan(2, 1)  # 2.1975 s
+    # overlapped: 0.3725 s, 0.7325 s, and of three 0.7325 s on 2 workers 0.7325 s
+    assert _sides({"base": [QUARTER], "new": [QUARTER]}, 2) == execute.ReadPlan(0, 2)
+    assert _sides({"base": [HALF], "new": [HALF]}, 2) == execute.ReadPlan(0, 2)
+    assert _sides({"base": [HALF], "new 1": [HALF], "new 2": [HALF]}, 2) == execute.ReadPlan(0, 2)
+    assert _sides({"base": [HALF], "new 1": [HALF], "new 2": [HALF]}, 3) == execute.ReadPlan(3, 1)
+    # one input of 2 × 1M kernels' worth beside one small rank overlaps 0.008 s
+    assert _sides({"base": [2 * LARGE], "new": [SMALL]}, 2) == execute.ReadPlan(0, 2)
     assert _sides({"base": [LARGE], "new": [LARGE]}, 1) == execute.ReadPlan(0, 1)
     assert _sides({"base": [LARGE]}, 2) == execute.ReadPlan(0, 2)
 

@@ -37,8 +37,8 @@ pytestmark = [
 MAIN = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from cann_diff.cli import main; import sys; main(sys.argv[1:], prog_name='cann-diff')\n")
 # The real command; inputs this small are read side by side only with the size floor off.
-SIDE_BY_SIDE = ("import cann_diff.read.execute as execute\n"
-                "execute.SIDE_PROCESS_MIN_S = 0\n" + MAIN)
+SIDE_BY_SIDE = ("import cann_diff.costs as costs\n"
+                "costs.SIDE_PROCESS_MIN_S = 0\n" + MAIN)
 # Ranks this small are spread over worker processes only when any saving pays for a pool
 # (``Limits.rank_pool_min_s``, carried by the options into side workers too).
 SPREAD = ("import dataclasses, cann_diff.pipeline as pipeline\n"

@@ -31,13 +31,10 @@ from typing import Any, Protocol
 
 # The planner's cost model lives outside this package, which imports pandas: the command
 # line asks it whether reading will want worker processes before it imports anything.
+# Its tunable bounds are read there (``costs.SIDE_PROCESS_MIN_S``, …), not re-exported.
 from ..costs import (  # noqa: F401 (re-exported: the planner's tests read them here)
-    JOBS_PER_SIDE_WORKER,
     READ_S_PER_BYTE,
     READ_S_PER_RANK,
-    SIDE_PROCESS_MIN_JOBS,
-    SIDE_PROCESS_MIN_S,
-    SIDES_APART_MIN_S,
     guess_sizes,
     path_bytes,
     read_cost_s,
