@@ -52,6 +52,16 @@ def fake_charts(monkeypatch):
     return LOG
 
 
+@pytest.fixture
+def fake_summary_chart(monkeypatch):
+    """The candidates summary's chart as "<tag>@<who drew it>"."""
+    from cann_diff.render import candidates
+
+    monkeypatch.setattr(candidates, "candidates_images",
+                        lambda summary: {"candidates_step": f"{summary['tag']}@"
+                                         f"{getattr(WHO, 'now', 'here')}".encode()})
+
+
 def _run(future: Future, func, args) -> None:
     WHO.now = "worker"
     try:
@@ -272,12 +282,7 @@ def test_without_drawing_here_a_broken_pool_leaves_the_charts_here(fake_charts):
     assert Broken.submitted == 1  # the first loss stops the hand-out
 
 
-def test_the_summary_chart_goes_to_a_worker_unless_the_pool_is_broken(monkeypatch):
-    from cann_diff.render import candidates
-
-    monkeypatch.setattr(candidates, "candidates_images",
-                        lambda summary: {"candidates_step": f"{summary['tag']}@"
-                                         f"{getattr(WHO, 'now', 'here')}".encode()})
+def test_the_summary_chart_goes_to_a_worker_unless_the_pool_is_broken(fake_summary_chart):
     pool = ThreadPool()
     workers = chart_workers.ChartWorkers(pool, 2, draw_here=False)
     assert workers.summary_images({"tag": "s"}) == {"candidates_step": b"s@worker"}
@@ -289,15 +294,10 @@ def test_the_summary_chart_goes_to_a_worker_unless_the_pool_is_broken(monkeypatc
 
 
 def test_an_offered_summary_is_drawn_after_the_reports_charts_before_it_is_asked_for(
-        fake_charts, monkeypatch):
+        fake_charts, fake_summary_chart):
     # The command offers the summary before it writes the reports: the first worker left
     # without a report's chart draws it, not the one that is free once the last report is
     # written.
-    from cann_diff.render import candidates
-
-    monkeypatch.setattr(candidates, "candidates_images",
-                        lambda summary: {"candidates_step": f"{summary['tag']}@"
-                                         f"{getattr(WHO, 'now', 'here')}".encode()})
     pool = ThreadPool()
     workers = chart_workers.ChartWorkers(pool, 2, draw_here=False)
     first, second, summary = {"tag": "r1"}, {"tag": "r2"}, {"tag": "s"}
@@ -316,12 +316,7 @@ def test_an_offered_summary_is_drawn_after_the_reports_charts_before_it_is_asked
     assert pool.most <= 2 and here(fake_charts) == []
 
 
-def test_a_summary_offered_to_a_stopped_pool_is_drawn_here(monkeypatch):
-    from cann_diff.render import candidates
-
-    monkeypatch.setattr(candidates, "candidates_images",
-                        lambda summary: {"candidates_step": f"{summary['tag']}@"
-                                         f"{getattr(WHO, 'now', 'here')}".encode()})
+def test_a_summary_offered_to_a_stopped_pool_is_drawn_here(fake_summary_chart):
     pool = ThreadPool()
     workers = chart_workers.ChartWorkers(pool, 2, draw_here=False)
     workers._stopped = True  # a worker died while the reports' charts were drawn
