@@ -72,7 +72,9 @@ SIDE_PROCESS_MIN_JOBS = 2 * JOBS_PER_SIDE_WORKER
 # side worker ends) costs at least this much: below it the side workers' start and their
 # sides' way back cost as much as they save. Measured on 2 cores against reading here
 # (docs/performance.md, Turn 15), one rank a side: of 0.25M kernels 1.035× wall, of 0.5M
-# 0.98–0.99×, of 1M 0.92–0.96× (by the model 0.3725, 0.7325 and 1.493 s overlapped).
+# 0.98–0.99×, of 1M 0.92–0.96× (by the model 0.3725, 0.7325 and 1.493 s overlapped). Both
+# sides are then in memory at once, in two processes: Turn 13 left this out for that; the
+# largest process is smaller, the processes' sum larger (Turn 15 gives both).
 SIDES_SAVE_MIN_S = 1.0
 # Where an input's ranks would spread over a shared pool of rank workers, that pool evens
 # out the inputs; side workers pay off only for small ranks (a side read in one process
@@ -132,12 +134,12 @@ def side_plan(sizes: Sequence[Sequence[int]], jobs: int, pool_min_s: float) -> t
         workers = min(len(sizes), jobs // JOBS_PER_SIDE_WORKER)
         return workers, max(1, jobs // workers)
     workers = min(len(sizes), jobs)
-    inputs = [sum(c) for c in costs]
-    if total - _makespan(inputs, workers) < SIDES_SAVE_MIN_S:
+    last_ends = _makespan([sum(c) for c in costs], workers)
+    if total - last_ends < SIDES_SAVE_MIN_S:
         return 0, jobs
     if any(spread_saves_s(c, jobs) > pool_min_s for c in costs) and (
             max(sum(c) / len(c) for c in costs if c) > SIDES_RANK_MAX_S
-            or _makespan(inputs, workers) > SIDES_BALANCE * total / jobs):
+            or last_ends > SIDES_BALANCE * total / jobs):
         return 0, jobs
     return workers, jobs // workers
 
