@@ -19,6 +19,12 @@ data and is not tracked). Then, each repeated ``--repeat`` times (median reporte
   CSV-only part is kept as ``floor_csv_s``;
 * **startup** — cann-diff on the shipped 2-rank example pair (fixed cost: interpreter,
   imports, report writing);
+* **bound** — the least wall time any reader built on pandas and pyarrow.csv could take
+  here: a fresh interpreter's ``import pandas, pyarrow.csv`` (timed as a subprocess) plus
+  the floor's CSV CPU seconds spread over every core. No such tool is faster, so the time
+  between the bound and the performance issue's target (``TARGETS``) is all there is for
+  everything but parsing the kernel tables: communication.json, the reduce, the comparison
+  and the report. The second table sets that budget beside what cann-diff spends there;
 * optionally **msprof-analyze compare --enable_kernel_compare** (its per type+shape kernel
   comparison, the closest analogue) on the same pair, when the ``msprof-analyze`` command
   is on PATH or given with ``--msprof-analyze`` (it needs a trace_view.json to start, so it
@@ -184,6 +190,29 @@ def input_bytes(pair: Path) -> tuple[int, int]:
     return every, sum(p.stat().st_size for p in kernel_files(pair))
 
 
+# What every reader built on pandas imports before its first row is parsed.
+READER_IMPORTS = "import pandas, pyarrow.csv"
+
+
+def cores() -> int:
+    """The cores this process may run on (the floor's threads and cann-diff's workers)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def reading_bound_s(imports_s: float, csv_cpu_s: float, n_cores: int) -> float:
+    """The least wall time of a run on pandas and pyarrow.csv: imports, then the parse."""
+    return imports_s + csv_cpu_s / n_cores
+
+
+# The performance issue's e2e / floor targets, by (rows per side, ranks per side); the
+# 1,000-rank pair is `--sizes 0.164 --spread-ranks 1000`.
+TARGETS = {(250_000, 1): 2.5, (1_000_000, 1): 1.5, (4_000_000, 1): 1.5,
+           (4_000_000, 4): 1.2, (164_000, 1000): 2.0}
+
+
 def cann_diff_cmd(base: Path, new: Path, out: Path, jobs: int | None = None) -> list[str]:
     return [sys.executable, "-m", "cann_diff", str(base), str(new), "-o", str(out),
             "--quiet", "--no-charts", *(["--jobs", str(jobs)] if jobs else [])]
@@ -198,7 +227,8 @@ def run_cann_diff(base: Path, new: Path, out: Path, args: argparse.Namespace,
 
 
 def measure(rows: int, args: argparse.Namespace, startup: tuple[float, int],
-            ranks: int | None = None, comm_fraction: float | None = None) -> dict:
+            imports_s: float, ranks: int | None = None,
+            comm_fraction: float | None = None) -> dict:
     ranks = args.ranks if ranks is None else ranks
     pair = ensure_pair(rows, ranks, args.data_dir, comm_fraction)
     total_bytes, csv_bytes = input_bytes(pair)
@@ -239,6 +269,9 @@ def measure(rows: int, args: argparse.Namespace, startup: tuple[float, int],
         "cpu_ratio_paired": statistics.median(cpu_ratios) if cpu_ratios else None,
         "peak_rss": statistics.median(e[1] for e in e2e),
         "startup_s": startup[0], "startup_rss": startup[1], "src": args.revision,
+        "imports_s": imports_s, "cores": cores(),
+        "bound_s": statistics.median(reading_bound_s(imports_s, f["csv_cpu"], cores())
+                                     for f in floors),
     }
     msprof = args.msprof_analyze or shutil.which("msprof-analyze")
     if msprof and rows > args.msprof_max_rows:
@@ -352,6 +385,29 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def against_targets(results: list[dict]) -> str:
+    """Each pair against the issue's target, and the budget the reading bound leaves."""
+    head = ["pair", "floor s", "target", "e2e/floor", "bound s", "bound/floor",
+            "left at the target, s", "cann-diff beyond the bound, s"]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for r in results:
+        ranks = r.get("ranks", 1)
+        target = None if r.get("comm_fraction") else TARGETS.get((r["rows_per_side"], ranks))
+        label = f"{r['rows_per_side']:,}" + (f" over {ranks:,} ranks" if ranks != 1 else "")
+        lines.append("| " + " | ".join([
+            label, f"{r['floor_s']:.2f}", f"≤ {target:g}×" if target else "—",
+            f"{r['ratio_paired']:.1f}×", f"{r['bound_s']:.2f}",
+            f"{r['bound_s'] / r['floor_s']:.2f}×",
+            f"{target * r['floor_s'] - r['bound_s']:.2f}" if target else "—",
+            f"{r['e2e_s'] - r['bound_s']:.2f}"]) + " |")
+    first = results[0]
+    lines.append(f"\nbound = `python -c '{READER_IMPORTS}'` ({first['imports_s']:.2f} s, "
+                 f"median) + the floor's CSV CPU / {first['cores']} cores; \"left at the "
+                 "target\" is target × floor − bound, the time a run meeting the target has for "
+                 "everything but parsing the kernel tables.")
+    return "\n".join(lines)
+
+
 def rank_cost(results: list[dict]) -> list[str]:
     """What a rank costs, from a pair spread over many ranks and the same size in one."""
     lines = []
@@ -414,19 +470,25 @@ def main(argv: list[str] | None = None) -> None:
     helps = [run_child([sys.executable, "-m", "cann_diff", "--help"], cwd=args.src)[0]
              for _ in range(args.repeat)]
     print(f"startup (--help): {statistics.median(helps):.2f} s", file=sys.stderr)
+    imports_s = statistics.median(run_child([sys.executable, "-c", READER_IMPORTS])[0]
+                                  for _ in range(args.repeat))
+    print(f"imports ({READER_IMPORTS}): {imports_s:.2f} s", file=sys.stderr)
     results = []
     for rows in sorted(sizes):
         print(f"{rows:,} rows per side", file=sys.stderr)
-        results.append(measure(rows, args, startup))
+        results.append(measure(rows, args, startup, imports_s))
     if args.spread_ranks:
         print(f"{min(sizes):,} rows per side over {args.spread_ranks} ranks", file=sys.stderr)
-        results.append(measure(min(sizes), args, startup, ranks=args.spread_ranks))
+        results.append(measure(min(sizes), args, startup, imports_s, ranks=args.spread_ranks))
     if args.comm_fraction:
         print(f"{min(sizes):,} rows per side, {args.comm_fraction:g} collectives",
               file=sys.stderr)
-        results.append(measure(min(sizes), args, startup, comm_fraction=args.comm_fraction))
+        results.append(measure(min(sizes), args, startup, imports_s,
+                               comm_fraction=args.comm_fraction))
     print(f"--help: {statistics.median(helps):.2f} s")
     print(table(results))
+    print()
+    print(against_targets(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
 
