@@ -192,7 +192,7 @@ def input_bytes(pair: Path) -> tuple[int, int]:
     return every, sum(p.stat().st_size for p in kernel_files(pair))
 
 
-# What every reader built on pandas imports before its first row is parsed.
+# What the bound's reader imports before it parses a row: pandas, and the CSV reader.
 READER_IMPORTS = "import pandas, pyarrow.csv"
 
 
