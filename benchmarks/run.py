@@ -253,6 +253,7 @@ def measure(rows: int, args: argparse.Namespace, startup: tuple[float, int],
             print(f"    e2e run {i + 1}: {wall:.2f} s, {rss / 2**20:.0f} MiB "
                   f"(floor beside it {floors[-1]['seconds']:.2f} s)", file=sys.stderr)
     ratios = [wall / floor["seconds"] for (wall, _), floor in zip(e2e, floors)]
+    n_cores = cores()
     cpu_ratios = [cpu / floor["cpu"] for cpu, floor in zip(e2e_cpu, floors) if floor["cpu"]]
     result = {
         "rows_per_side": rows, "ranks": ranks, "comm_fraction": comm_fraction,
@@ -271,8 +272,8 @@ def measure(rows: int, args: argparse.Namespace, startup: tuple[float, int],
         "cpu_ratio_paired": statistics.median(cpu_ratios) if cpu_ratios else None,
         "peak_rss": statistics.median(e[1] for e in e2e),
         "startup_s": startup[0], "startup_rss": startup[1], "src": args.revision,
-        "imports_s": imports_s, "cores": cores(),
-        "bound_s": statistics.median(reading_bound_s(imports_s, f["csv_cpu"], cores())
+        "imports_s": imports_s, "cores": n_cores,
+        "bound_s": statistics.median(reading_bound_s(imports_s, f["csv_cpu"], n_cores)
                                      for f in floors),
     }
     msprof = args.msprof_analyze or shutil.which("msprof-analyze")
