@@ -175,7 +175,7 @@ def _screen(report, out_dir: Path) -> str:
     s = report.step
     lines = [fmt.visible(report.headline), "",
              f"step  {fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms  "
-             f"({fmt.pct(s.delta_pct)}, {s.status}"
+             f"({fmt.pct(s.change_pct)}, {s.status}"
              f"{', ' + fmt.p_phrase(s.p_value) if s.p_value is not None else ''})"]
     for finding in report.findings[:5]:
         lines.append(f"  [{finding.severity}] {finding.id}: {fmt.visible(finding.title)}")
@@ -461,7 +461,7 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
     slow = [r.report.new.label for r, f in zip(results, failed) if f]
     if slow:
         click.echo(f"cann-diff: gate failed: step time regressed by ≥ {gate:g}% in "
-                   + ", ".join(f"{r.report.new.label} ({fmt.pct(r.report.step.delta_pct)})"
+                   + ", ".join(f"{r.report.new.label} ({fmt.pct(r.report.step.change_pct)})"
                                for r, f in zip(results, failed) if f), err=True)
         sys.exit(EXIT_REGRESSION)
     sys.exit(EXIT_OK)
@@ -560,7 +560,7 @@ def _candidates_summary(results, names: list[str], out_dir: Path) -> str:
         s = candidate.step
         lines.append(f"{fmt.visible(candidate.label)}: step {fmt.ms(s.base_us)} → "
                      f"{fmt.ms(s.new_us)} ms "
-                     f"({fmt.pct(s.delta_pct)}, {s.status}"
+                     f"({fmt.pct(s.change_pct)}, {s.status}"
                      f"{', ' + fmt.p_phrase(s.p_value) if s.p_value is not None else ''})")
         for finding in candidate.findings[:3]:
             lines.append(f"  [{finding.severity}] {finding.id}: {fmt.visible(finding.title)}")

@@ -133,6 +133,7 @@ COLLECTIVE_COLUMNS = {
     "link_busy_us": "float64",       # Σ over planes of each plane's link-transfer union
     "link_bytes": "int64",
     "algorithm": "category",         # HCCL alg_type / algType, "" when not recorded
+    "group_ranks": "int64",          # distinct ranks its tasks name (own, src, dst); 0: none
 }
 # One row per (collective, link type) of its data-moving tasks: union length and bytes.
 COLLECTIVE_LINK_COLUMNS = {
@@ -154,6 +155,7 @@ HOST_STEP_COLUMNS = {
     "free_us": "float64",            # device span of the step without kernel or collective
     "host_bound_us": "float64",      # the part of free the device waited for a launch
     "free_other_us": "float64",      # free − host_bound
+    "compile_us": "float64",         # host op compilation (aclopCompile…) in host-bound gaps
     "launches": "int64",             # device tasks of the step whose launch is known
 }
 # A rank's median step as merged intervals per lane, for a picture: µs from the step start.
@@ -172,7 +174,9 @@ MAX_POINTS = 2000  # memory timeline samples kept per rank and component
 
 # Columns of the per-rank memory summaries (each also has ``rank`` in front).
 PEAK_COLUMNS = ("component", "allocated_mb", "reserved_mb")
-TIMELINE_COLUMNS = ("component", "time_ms", "reserved_mb")
+# A timeline row holds a sample's allocated and reserved MB (NaN where not recorded: APP
+# has no allocated figure), so that each measure's peak can be drawn on its own.
+TIMELINE_COLUMNS = ("component", "time_ms", "allocated_mb", "reserved_mb")
 OPERATOR_TOTAL_COLUMNS = ("name", "count", "total_mb", "largest_mb")
 MODULE_PEAK_COLUMNS = ("component", "reserved_mb")
 HBM_TOTAL_COLUMNS = ("direction", "samples", "total_gbps", "peak_gbps")
@@ -219,8 +223,9 @@ class MemorySummary:
 
     ``peaks``: rank, component, allocated_mb, reserved_mb (maxima; NaN when not recorded).
     ``timelines``: rank, component, time_ms (since that rank's first sample of the
-    component), reserved_mb; at most MAX_POINTS rows per rank and component, the largest
-    sample of each time bucket. ``operators``: rank, name, count, total_mb, largest_mb.
+    component), allocated_mb, reserved_mb (NaN where not recorded); at most MAX_POINTS rows
+    per rank and component, each measure's largest sample of each time bucket.
+    ``operators``: rank, name, count, total_mb, largest_mb.
     ``modules``: rank, component, reserved_mb (peak). ``hbm``: rank, direction, samples,
     total_gbps (sum over samples), peak_gbps.
     """
@@ -373,6 +378,12 @@ class RunSummary:
     comm: pd.DataFrame
     sampled: bool = False
     fraction: float = 1.0
+    # Compute kernels next to a collective on their rank (rank int64, step Int64, op_type,
+    # input_shapes, comm_type category, count int64, total_us float64; rows in the order
+    # of their first kernel): which collective each split compute kernel feeds or takes
+    # from, so that an MC2 split is attributed by adjacency, not by shape alone (docs/
+    # design.md "MC2 fused operators"). None: not built.
+    adjacent: pd.DataFrame | None = None
 
     @property
     def kernels(self) -> int:
@@ -425,8 +436,11 @@ class Run:
     collectives: pd.DataFrame | None = None
     collective_links: pd.DataFrame | None = None
     collectives_source: Mapping[int, str] = field(default_factory=dict)
-    # Host time per (rank, step) (HOST_STEP_COLUMNS), None when no rank records a host side.
+    # Host time per (rank, step) (HOST_STEP_COLUMNS), None when no rank records a host side;
+    # per rank with one, where its launch times come from (HostToDevice flows, CANN_API
+    # launch rows, the framework op's flow).
     host_steps: pd.DataFrame | None = None
+    host_launch_source: Mapping[int, str] = field(default_factory=dict)
     # Per rank, its median step as lanes (STEP_LANE_COLUMNS), for a chart.
     step_lanes: Mapping[int, pd.DataFrame] = field(default_factory=dict)
 

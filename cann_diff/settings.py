@@ -32,16 +32,19 @@ class Thresholds:
     # ``--fail-on-regression PCT``: the step gate; None when not asked for. A failing gate
     # makes the step ``regressed`` (status and gate are one decision).
     fail_on_regression_pct: float | None = None
-    # Leave warm-up and outlier steps out of the step comparison (False when the user
-    # chose the steps with ``--steps``).
+    # Leave leading warm-up steps out of the step comparison, on both sides alike (False
+    # when the user chose the steps with ``--steps``).
     screen_steps: bool = True
-    # Robust z (|step − median| / (1.4826·MAD)) beyond which a step is screened out: the
-    # Iglewicz-Hoaglin cut-off, as for ranks.
+    # Robust z (|step − median| / (1.4826·MAD)) beyond which a step is an outlier: the
+    # Iglewicz-Hoaglin cut-off, as for ranks. No floor on the spread: a floor of 1 % of
+    # the median made ordinary +4 % host stalls 4σ outliers; ``step_outlier_pct`` is the
+    # guard against near-identical steps instead.
     step_outlier_z: float = 3.5
-    # Floor of the step spread (percent of the median step), so that near-identical steps
-    # do not screen out a step for 1 % of jitter.
-    step_floor_pct: float = 1.0
-    # Steps per side needed before one can be screened: with two, the median cannot tell
+    # A step is an outlier only when also this far (percent) off its side's median: a
+    # warm-up step is tens of percent slow, while a run's ordinary steps (stalls included)
+    # spread by a few percent.
+    step_outlier_pct: float = 5.0
+    # Steps per side needed before any can be screened: with two, the median cannot tell
     # which is the odd one.
     min_screen_steps: int = 3
     # Confidence level of the ratio intervals.
@@ -49,11 +52,26 @@ class Thresholds:
     # Fewest instances per side for a ratio interval: below it the interval spans orders
     # of magnitude and says nothing.
     min_ci_instances: int = 5
-    # Steps per side below which Welch's t-test leans on normal step times (a note says so).
-    few_steps: int = 4
+    # Steps per side from which the step test is Mann-Whitney (robust to a few slow steps,
+    # both sides alike); below it Welch's t on log step times, which leans on log-normal
+    # steps (a note says so): a rank test of 4 vs 4 cannot go under p = 0.029, of 5 vs 5
+    # it reaches 0.008.
+    few_steps: int = 5
     # Share of either side's kernel time that same-shape keys must hold for per-operator
     # verdicts to describe the run; below it a ``shapes-differ`` note says they do not.
     same_shape_share: float = 0.5
+    # Kernel time per step over the step time below which a side is an ``excerpt`` (a
+    # trimmed table, a host-bound or idle run): a training or inference step keeps its
+    # device busy for tens of percent; 29 rows over a 2.86 s span are 0.35 %.
+    busy_share: float = 0.05
+    # Share of either side's compute kernel time that keys both runs execute must hold
+    # for the runs to be one workload: an upgrade renames and reshapes some kernels, never
+    # four fifths of them; two different models share their copies and element-wise kernels.
+    common_share: float = 0.2
+    # ... and, with so few keys in common, the share of the kernel families' mix (each
+    # family's share of compute time, overlapped) below which the runs are two workloads:
+    # a batch or sequence change keeps the mix (99.9 %), two models do not (6-29 %).
+    common_family_share: float = 0.5
     # Share of the step change that Free or Bubble growth must reach to be named in the
     # headline: below a third it is a detail of the breakdown table.
     headline_part_share: float = 1 / 3
@@ -103,6 +121,10 @@ class Limits:
     sample_budget: int = 4_000_000
     # Pairs per side behind a Hodges-Lehmann interval: 300² differences bound its cost.
     max_pairs_per_side: int = 300
+    # Largest n·m whose Mann-Whitney p is computed exactly (without ties): its null
+    # distribution costs about m·mn/2 additions (2.5 ms at 100 vs 100, once per pair of
+    # sizes), and beyond it the normal approximation is within 11 % and conservative.
+    exact_max_pairs: int = 10_000
     # Edits (inserted + removed framework ops) one step may need before its alignment falls
     # back to pairing k-th instances: Myers' diff costs O((n + m)·D) and D² memory, and two
     # runs of one model differ by a handful of ops per step.

@@ -28,6 +28,16 @@ needs_realdata = pytest.mark.skipif(
 REPORT_SCHEMA = Draft202012Validator(json_schema())
 
 
+@pytest.fixture(scope="session")
+def example_report() -> Report:
+    """The report of the shipped example pair (cann7.0.1.3 vs cann8.0.RC2), built once."""
+    from cann_diff.pipeline import diff
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(ROOT)  # the report shows input paths as given: keep them relative
+        return diff("examples/cann7.0.1.3", "examples/cann8.0.RC2").report
+
+
 def schema_errors(data: dict) -> list[str]:
     """Where ``data`` (a report.json as written) breaks cann_diff/data/report.schema.json."""
     written = json.loads(json.dumps(data, allow_nan=False))

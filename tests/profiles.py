@@ -276,3 +276,22 @@ def memory_report(base, new, thresholds=None, **copies):
     compared = compare_memory(base, new, thresholds, **copies)
     return memory_section(compared, memory_growth(compared, thresholds),
                           memory_sentence(compared, thresholds))
+
+
+# The tables a crafted torch_npu db export needs for its kernels (docs/formats.md §7), and
+# those its host side adds: one text, so that the tests that write dbs agree on it.
+DB_KERNEL_TABLES = """
+    CREATE TABLE STRING_IDS(id INTEGER PRIMARY KEY, value TEXT);
+    CREATE TABLE TASK(startNs INTEGER, endNs INTEGER, deviceId INTEGER,
+                      connectionId INTEGER, globalTaskId INTEGER);
+    CREATE TABLE COMPUTE_TASK_INFO(name INTEGER, globalTaskId INTEGER,
+                      taskType INTEGER, opType INTEGER);
+    CREATE TABLE STEP_TIME(id INTEGER, startNs INTEGER, endNs INTEGER);
+"""
+DB_HOST_TABLES = """
+    CREATE TABLE PYTORCH_API(startNs TEXT, endNs TEXT, globalTid INTEGER,
+                      connectionId INTEGER, name INTEGER, sequenceNumber INTEGER,
+                      type INTEGER);
+    CREATE TABLE CONNECTION_IDS(id INTEGER, connectionId INTEGER);
+    CREATE TABLE ENUM_API_TYPE(id INTEGER, name TEXT);
+"""

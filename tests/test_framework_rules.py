@@ -233,9 +233,12 @@ def test_attributed_time_equals_an_independent_attribution_of_the_trace(real_pai
         assert by_hand == pytest.approx(_kernel_total(rank_dir), rel=1e-9)
         assert attributed == pytest.approx(by_hand, rel=1e-3)
     step = _stage(MSI_2025 / RANK0) - _stage(MSI_2024 / RANK0)
-    assert summary.step_delta_us == pytest.approx(step) == pytest.approx(52_938.0)
+    # Stage is the kernels' span (the one ledger), which step_trace_time.csv writes rounded
+    # to a quarter µs
+    assert summary.step_delta_us == pytest.approx(step, abs=0.5)
+    assert step == pytest.approx(52_938.0)
     assert summary.delta_attributed_us == pytest.approx(114_865.6 - 80_749.4, abs=0.1)
-    assert summary.outside_us == pytest.approx(step - (114_865.6 - 80_749.4), abs=0.1)
+    assert summary.outside_us == pytest.approx(step - (114_865.6 - 80_749.4), abs=0.6)
 
 
 @pytest.mark.slow
@@ -444,8 +447,9 @@ def test_a_collective_is_judged_on_pairs_in_launch_order():
     """Six collectives a step, each about 10 % slower (differences 8, 0.2, 0.25, 2, 0.4,
     0.5: all positive, no ties): the exact signed-rank p is 2 / 2⁶ = 0.031 < α and the
     change the ratio of the paired totals, 121.55 / 110.2 − 1 = +10.3 %: ``regressed``.
-    Pooled, the mix of sizes hides it: the same durations as a compute key (Mann-Whitney,
-    medians 3.05 → 3.5) are ``not-significant``."""
+    Pooled, the mix of sizes hides it: the same durations as a compute key (Mann-Whitney;
+    the change the Hodges-Lehmann ratio, the median of the 36 pairwise ratios) are
+    ``not-significant``."""
     base_us, new_us = [80, 2.0, 2.1, 20, 3.0, 3.1], [88, 2.2, 2.35, 22, 3.4, 3.6]
 
     def judged(collective: bool) -> pd.Series:
@@ -458,7 +462,8 @@ def test_a_collective_is_judged_on_pairs_in_launch_order():
     assert paired["p_value"] == pytest.approx(2 / 64) == pytest.approx(
         stats.wilcoxon(np.subtract(new_us, base_us)).pvalue)
     assert pooled["status"] == "not-significant"
-    assert pooled["instance_change_pct"] == pytest.approx((3.5 / 3.05 - 1) * 100)
+    ratios = np.divide.outer(np.array(new_us), np.array(base_us)).ravel()
+    assert pooled["instance_change_pct"] == pytest.approx((np.median(ratios) - 1) * 100)
     assert pooled["p_value"] == pytest.approx(stats.mannwhitneyu(base_us, new_us).pvalue)
 
 

@@ -31,6 +31,7 @@ from profiles import Comm, Kernel, write_profile
 
 from cann_diff.compare import compare
 from cann_diff.compare.communication import compare_communication, compare_groups
+from cann_diff.compare.non_compute import collective_parts
 from cann_diff.match import match
 from cann_diff.read import load_run
 
@@ -145,16 +146,27 @@ def _hand_sum(ops, field: str, units: int, *, group: str | None = None,
 @pytest.mark.slow
 @needs_realdata
 def test_idle_per_type_and_group_equals_the_raw_sums_mi():
+    """communication.json's figures per type are its raw sums; the group, whose HCCL tasks
+    both runs hold, takes transit, wait and idle from the tasks (one source), as the
+    collectives' split per type does, and keeps communication.json's elapse."""
     base, new = load_run(MI / "level1"), load_run(MI / "level2")
     raw = {"base": _raw_ops(MI / "level1"), "new": _raw_ops(MI / "level2")}
     by_type = compare_communication(base, new).set_index("comm_type").loc["AllReduce"]
     groups, _ = compare_groups(base, new)
+    tasks = {"base": collective_parts(base).loc["AllReduce"],
+             "new": collective_parts(new).loc["AllReduce"]}
     for side in ("base", "new"):  # 2 ranks × 1 step carry the AllReduce ops
+        assert groups.iloc[0][f"{side}_parts_source"] == "hccl_tasks"
         for field, column in (("Idle Time(ms)", "idle_us"), ("Transit Time(ms)", "transit_us"),
                               ("Wait Time(ms)", "wait_us"), ("Elapse Time(ms)", "elapse_us")):
             expected = _hand_sum(raw[side], field, 2, kind="allReduce")
             assert by_type[f"{side}_{column}"] == pytest.approx(expected, rel=1e-9)
-            assert groups.iloc[0][f"{side}_{column}"] == pytest.approx(expected, rel=1e-9)
+        for column, task in (("idle_us", "idle_us"), ("transit_us", "transfer_us"),
+                             ("wait_us", "wait_us")):
+            assert groups.iloc[0][f"{side}_{column}"] == pytest.approx(tasks[side][task],
+                                                                      rel=1e-9)
+        assert groups.iloc[0][f"{side}_elapse_us"] == pytest.approx(
+            _hand_sum(raw[side], "Elapse Time(ms)", 2, kind="allReduce"), rel=1e-9)
         parts = by_type[f"{side}_transit_us"] + by_type[f"{side}_wait_us"] + \
             by_type[f"{side}_idle_us"]
         assert parts == pytest.approx(by_type[f"{side}_elapse_us"], rel=1e-9)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import REALDATA, needs_realdata
+from profiles import DB_KERNEL_TABLES
 
 from cann_diff.errors import InputError
 from cann_diff.read import load_run
@@ -271,21 +272,16 @@ def write_db_rank(root: Path, rank: int, kernels: list[tuple[int, int]],
         return strings.setdefault(text, len(strings) + 1)
 
     with sqlite3.connect(folder / OUT / f"ascend_pytorch_profiler_{rank}.db") as conn:
-        conn.executescript("""
-            CREATE TABLE STRING_IDS(id INTEGER PRIMARY KEY, value TEXT);
-            CREATE TABLE TASK(startNs INTEGER, endNs INTEGER, deviceId INTEGER,
-                              connectionId INTEGER, globalTaskId INTEGER);
-            CREATE TABLE COMPUTE_TASK_INFO(name INTEGER, globalTaskId INTEGER,
-                              taskType INTEGER, opType INTEGER);
+        conn.executescript(DB_KERNEL_TABLES + """
             CREATE TABLE COMMUNICATION_OP(opName INTEGER, startNs INTEGER, endNs INTEGER,
                               connectionId INTEGER, groupName INTEGER, opId INTEGER,
                               algType INTEGER, opType INTEGER);
             CREATE TABLE COMMUNICATION_TASK_INFO(name INTEGER, globalTaskId INTEGER,
                               taskType INTEGER, planeId INTEGER, groupName INTEGER,
                               transportType INTEGER, size INTEGER, linkType INTEGER,
-                              opId INTEGER, rdmaType INTEGER);
+                              opId INTEGER, rdmaType INTEGER, srcRank INTEGER,
+                              dstRank INTEGER);
             CREATE TABLE ENUM_HCCL_LINK_TYPE(id INTEGER, name TEXT);
-            CREATE TABLE STEP_TIME(id INTEGER, startNs INTEGER, endNs INTEGER);
         """)
         conn.executemany("INSERT INTO ENUM_HCCL_LINK_TYPE VALUES (?, ?)", LINKS.items())
         link_id = {name: code for code, name in LINKS.items()}
@@ -302,8 +298,9 @@ def write_db_rank(root: Path, rank: int, kernels: list[tuple[int, int]],
         for op, plane, start, end, kind, size, link in tasks:
             task_id += 1
             conn.execute("INSERT INTO TASK VALUES (?, ?, 0, NULL, ?)", (start, end, task_id))
+            # between ranks 0 and 1, as ``task`` writes them in a trace
             conn.execute("INSERT INTO COMMUNICATION_TASK_INFO VALUES (?, ?, ?, ?, ?, ?, ?, "
-                         "?, ?, 65535)", (sid(ops[op][0]), task_id, sid(kind), plane,
+                         "?, ?, 65535, 0, 1)", (sid(ops[op][0]), task_id, sid(kind), plane,
                                           sid("group"), 2 if kind == "Notify_Wait" else 0,
                                           size, link_id[link], op + 1))
         conn.executemany("INSERT INTO STEP_TIME VALUES (?, ?, ?)", steps)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import REALDATA, needs_realdata
+from profiles import DB_HOST_TABLES, DB_KERNEL_TABLES
 
 from cann_diff.read import load_run, select_steps
 from cann_diff.read.formats.host_links import read_trace_side
@@ -148,19 +149,7 @@ def write_db_rank(root: Path, delay: float) -> Path:
                                                             8.1 + delay, 3)]
     kernels = [(3, 4, 1), (4.5, 5.5, 2), (9 + delay, 10 + delay, 3)]
     with sqlite3.connect(folder / OUT / "ascend_pytorch_profiler_0.db") as conn:
-        conn.executescript("""
-            CREATE TABLE STRING_IDS(id INTEGER PRIMARY KEY, value TEXT);
-            CREATE TABLE TASK(startNs INTEGER, endNs INTEGER, deviceId INTEGER,
-                              connectionId INTEGER, globalTaskId INTEGER);
-            CREATE TABLE COMPUTE_TASK_INFO(name INTEGER, globalTaskId INTEGER,
-                              taskType INTEGER, opType INTEGER);
-            CREATE TABLE PYTORCH_API(startNs TEXT, endNs TEXT, globalTid INTEGER,
-                              connectionId INTEGER, name INTEGER, sequenceNumber INTEGER,
-                              type INTEGER);
-            CREATE TABLE CONNECTION_IDS(id INTEGER, connectionId INTEGER);
-            CREATE TABLE ENUM_API_TYPE(id INTEGER, name TEXT);
-            CREATE TABLE STEP_TIME(id INTEGER, startNs INTEGER, endNs INTEGER);
-        """)
+        conn.executescript(DB_KERNEL_TABLES + DB_HOST_TABLES)
         conn.executemany("INSERT INTO STRING_IDS VALUES (?, ?)",
                          [(i, text) for text, i in names.items()])
         conn.executemany("INSERT INTO ENUM_API_TYPE VALUES (?, ?)",
@@ -256,15 +245,18 @@ OLD = REALDATA / "Ascend__msinsight@c1e639ee2" / PYTORCH  # 2024, Ascend910A
 NEW = REALDATA / "Ascend__msinsight" / PYTORCH  # 2025, Ascend910B
 COLUMNS = ("step_host_us", "host_busy_us", "dataloader_us", "free_us", "host_bound_us",
            "launches")
-# per rank, by the separate json / sqlite3 scripts (step 50 of each)
-TEXT_OLD = [(98485.775, 92987.777, 2079.189, 7268.635, 784.486, 346),
-            (78598.392, 73105.259, 2149.303, 5849.172, 221.572, 346)]
-TEXT_NEW = [(155985.800, 148925.220, 3332.400, 25744.069, 13925.391, 188),
-            (153888.390, 145873.490, 3606.230, 26675.287, 14680.610, 190)]
-DB_OLD = [(63985.183, 55698.307, 3964.916, 7150.851, 1770.055, 349),
-          (52189.366, 46924.973, 2176.565, 8290.687, 1615.769, 349)]
-DB_NEW = [(151888.750, 144428.970, 3775.330, 25258.144, 11809.622, 191),
-          (148265.420, 140794.770, 3535.990, 25840.499, 13607.864, 191)]
+# per rank, by the separate json / sqlite3 scripts (step 50 of each). Host-bound is timed
+# from the runtime launch (trace: the HostToDevice flow's start; db: the CANN_API row of
+# the task's connectionId); the framework op's torch_to_npu flow gave 784.486, 221.572,
+# 13925.391, 14680.610 (text) and 1770.055, 1615.769, 11809.622, 13607.864 (db).
+TEXT_OLD = [(98485.775, 92987.777, 2079.189, 7268.635, 1035.062, 346),
+            (78598.392, 73105.259, 2149.303, 5849.172, 267.769, 346)]
+TEXT_NEW = [(155985.800, 148925.220, 3332.400, 25744.069, 20343.757, 188),
+            (153888.390, 145873.490, 3606.230, 26675.287, 21123.782, 190)]
+DB_OLD = [(63985.183, 55698.307, 3964.916, 7150.851, 7006.795, 349),
+          (52189.366, 46924.973, 2176.565, 8290.687, 7865.916, 349)]
+DB_NEW = [(151888.750, 144428.970, 3775.330, 25258.144, 19274.030, 191),
+          (148265.420, 140794.770, 3535.990, 25840.499, 20039.571, 191)]
 
 
 def _figures(run) -> list[tuple]:

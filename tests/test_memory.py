@@ -471,7 +471,8 @@ def test_markdown_section(tmp_path):
     assert text.startswith("## Device memory\n\n**Peak reserved device memory (APP) rose")
     assert "> ⚠ `memory-growth` (high):" in text
     assert "| Peak reserved (APP)     |   1,000.0 |  1,200.0 | +200.0 | +20.0 % |" in text
-    assert "![Reserved device memory over time, base vs new](memory.png)" in text
+    assert "![Device memory over time, base vs new: peak reserved (APP) and peak allocated " \
+        "(PTA+GE)](memory.png)" in text
     assert re.search(r"\| aten::mm +\| +2 \| +3 \| +4\.0 \| +6\.0 \| +\+2\.0 \| +\+50\.0 % \|",
                      text)
     assert str(tmp_path) not in text

@@ -1,7 +1,8 @@
 """The fast paths give what the slow, obvious code gives.
 
 The per-key Mann-Whitney tests in one pass (``mann_whitney_by_group``) against
-``scipy.stats.mannwhitneyu`` called once per key, the Benjamini-Hochberg adjustment
+``scipy.stats.mannwhitneyu`` called once per key (exact or asymptotic by the documented
+rule), the Benjamini-Hochberg adjustment
 against ``scipy.stats.false_discovery_control``, the category check of ``validate``
 against a check of every row's string, and ``fast_json.loads`` against ``json.loads``.
 """
@@ -33,6 +34,13 @@ from cann_diff.settings import DEFAULT_LIMITS, DEFAULT_THRESHOLDS
 LEVELS = REALDATA / "Ascend__msinsight" / "test" / "data" / "pytorch" / "text"
 
 
+def _scipy_method(b: np.ndarray, n: np.ndarray) -> str:
+    """The documented rule: exact where scipy defines it (no ties) and n·m ≤ the bound."""
+    tied = len(np.unique(np.concatenate([b, n]))) < len(b) + len(n)
+    return "exact" if not tied and len(b) * len(n) <= stats_module.EXACT_MAX_PAIRS \
+        else "asymptotic"
+
+
 def _per_group_scipy(base_group, base, new_group, new, n_groups) -> np.ndarray:
     out = np.full(n_groups, np.nan)
     for g in range(n_groups):
@@ -41,7 +49,8 @@ def _per_group_scipy(base_group, base, new_group, new, n_groups) -> np.ndarray:
             if np.all(b == b[0]) and np.all(n == b[0]):
                 out[g] = 1.0
             else:
-                out[g] = stats.mannwhitneyu(b, n, alternative="two-sided").pvalue
+                out[g] = stats.mannwhitneyu(b, n, alternative="two-sided",
+                                            method=_scipy_method(b, n)).pvalue
     return out
 
 
@@ -215,7 +224,8 @@ def _scipy_reference(base_run, new_run, matched, table: pd.DataFrame) -> pd.Seri
         if 2 / math.comb(len(b) + len(n), len(b)) > DEFAULT_THRESHOLDS.alpha:
             continue
         raw[key] = (1.0 if np.all(b == b[0]) and np.all(n == b[0]) else
-                    stats.mannwhitneyu(b, n, alternative="two-sided").pvalue)
+                    stats.mannwhitneyu(b, n, alternative="two-sided",
+                                       method=_scipy_method(b, n)).pvalue)
     keys = list(raw)
     return pd.Series(stats.false_discovery_control(list(raw.values()), method="bh"),
                      index=keys)

@@ -37,6 +37,7 @@ from conftest import DATA, REALDATA, needs_realdata
 
 from cann_diff.cli import main
 from cann_diff.read import load_run
+from cann_diff.read.formats import torch_text
 from cann_diff.read.reduce.timeline import step_breakdown_from_kernels
 from cann_diff.vocab.names import canonical_names
 
@@ -257,19 +258,29 @@ def test_step_figures_are_float_microseconds():
     pytest.param(CANN83_RANK2, 11, True, id="CANN8.3-rank_2-11cols", marks=needs_realdata),
 ])
 def test_step_figures_equal_step_trace_time(relative, columns, real_only):
+    """The reader parses the file exactly; the run's figures are the one ledger.
+
+    Where the kernel rows cover the step (every real file here but the trimmed 2023 one),
+    the run's figures are the kernels' union arithmetic, which the profiler's sums of its
+    overlap events match to a fraction of a µs (its own rounding); Preparing is the
+    profiler's alone.
+    """
     root = tree_root(relative, real_only)
     header, rows = csv_table(root / "ASCEND_PROFILER_OUTPUT" / "step_trace_time.csv")
     assert len(header) == columns
+    parsed = torch_text.read_rank(root).steps
     run = load_run(root)
     assert run.step_source == "step_trace_time"
-    assert len(run.steps) == len(rows)
+    assert len(run.steps) == len(rows) == len(parsed)
     for row in rows:
+        exact = parsed[parsed["step"] == int(row["Step"])].iloc[0]
         got = run.steps[run.steps["step"] == int(row["Step"])].iloc[0]
         for column, field in STEP_FIELDS.items():
             if column in row:
-                assert got[field] == pytest.approx(float(row[column]), rel=1e-12), field
+                assert exact[field] == pytest.approx(float(row[column]), rel=1e-12), field
+                assert got[field] == pytest.approx(float(row[column]), abs=0.5), field
             else:
-                assert pd.isna(got[field]), field
+                assert pd.isna(exact[field]) and pd.isna(got[field]), field
 
 
 # ---------------------------------------------------------------- communication.json
@@ -424,10 +435,12 @@ def test_cli_level1_vs_level2_report_json(tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads((out / "report.json").read_text())
     step = report["step"]
-    assert step["base_us"] == 136581.0    # level1 step_trace_time.csv Stage
-    assert step["new_us"] == 129862.75   # level2 step_trace_time.csv Stage
+    # step_trace_time.csv's Stage and exposed communication, which the kernel ledger
+    # matches to its rounding (Stage is written to a quarter µs there)
+    assert step["base_us"] == pytest.approx(136581.0, abs=0.5)
+    assert step["new_us"] == pytest.approx(129862.75, abs=0.5)
     assert step["breakdown"]["communication_not_overlapped"]["base_us"] == \
-        pytest.approx(101963.203, abs=1e-9)
+        pytest.approx(101963.203, abs=0.5)
     hcom = [op for op in report["operators"] if op["op_type"] == "AllReduce"]
     assert hcom and {op["category"] for op in hcom} == {"communication"}
     assert sum(op["base_instances"] for op in hcom) == 4  # 4 hcom_allReduce rows per file

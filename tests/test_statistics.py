@@ -393,12 +393,15 @@ def test_steps_option_selects_steps(tmp_path):
     new = write_profile(tmp_path, "new", warm_up_schedule, steps=steps, noise=NOISE, seed=12)
     _, whole, _, _ = cli_report(base.path, new.path, tmp_path / "whole")
     assert whole["base"]["steps"] == list(steps)
-    # Rule change: the warm-up step is screened out of the step comparison by default;
-    # over all steps new ≈ (3 + 5)/6 = 1.33× base.
+    # Rule change: the warm-up step is screened out of the step comparison by default, at
+    # the same position on both sides (base's ordinary step 1 goes with it: no side keeps a
+    # position the other loses); over all steps new ≈ (3 + 5)/6 = 1.33× base.
     step = diff(base.path, new.path).comparison.step
-    assert [(s.side, s.step) for s in step.screened] == [("new", 1)]
+    assert [(s.side, s.step, s.reason) for s in step.screened] == [("base", 1, "paired"),
+                                                                    ("new", 1, "warm-up")]
     assert step.all_steps.delta_pct > 20
-    assert abs(step.delta_pct) < 1.0 and step.new_steps == (2, 3, 4, 5, 6)
+    assert abs(step.delta_pct) < 1.0
+    assert step.base_steps == step.new_steps == (2, 3, 4, 5, 6)
     _, chosen, _, _ = cli_report(base.path, new.path, tmp_path / "chosen", "--steps", "2-")
     assert chosen["base"]["steps"] == chosen["new"]["steps"] == [2, 3, 4, 5, 6]
     assert len(chosen["step"]["base_samples"]) == len(chosen["step"]["new_samples"]) == 5

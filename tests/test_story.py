@@ -154,7 +154,9 @@ def test_real_pair_says_what_its_numbers_say(sub):
     """The 2024 (Ascend910A) and 2025 (Ascend910B) captures of one job."""
     result = diff(OLD / sub, NEW / sub)
     report = result.report
-    # Like-for-like kernels got slower (+0.95 ms on rank 0): no hidden "gain".
+    # Like-for-like kernels got slower (+0.83 ms on rank 0): no hidden "gain". (0.95 ms
+    # before MemSet, which has no shapes and runs 15 → 11 times per step, was compared by
+    # its totals: its +0.12 ms per-instance effect was counted as like for like.)
     assert result.analysis.compute.like_for_like_us > 0
     assert "comm-hides-compute" not in {f.id for f in report.findings}
     like = result.analysis.compute.like_for_like_us / 1000
@@ -169,7 +171,7 @@ def test_real_pair_says_what_its_numbers_say(sub):
     assert not [op for op in report.operators if op.base_instances == op.new_instances == 1
                 and op.p_value == 1.0]
     if sub.endswith("rank0_ascend_pt"):
-        assert f"{like:.2f}" == "0.95"
+        assert f"{like:.2f}" == "0.83"
 
 
 @needs_realdata

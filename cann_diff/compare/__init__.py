@@ -4,10 +4,13 @@ All totals are per step and per rank (``_us`` per step, averaged over the compar
 steps and, for several ranks, over ranks), so runs of different lengths compare.
 ``*_instances`` columns hold raw counts over the whole run.
 
-``Comparison.warnings`` are ``Note``s with a stable code: ``shapes-differ`` (first when
-present: same-shape keys hold under ``same_shape_share`` of a side's kernel time),
-``steps-differ``, ``steps-screened`` (warm-up/outlier steps left out of the step
-comparison, named with their times), ``one-step``, ``few-steps``, ``sampled``,
+``Comparison.warnings`` are ``Note``s with a stable code, in this order: ``excerpt`` /
+``unrelated`` (a side under ``busy_share`` busy; runs sharing under ``common_share`` of
+their compute kernel time), ``shapes-differ`` (same-shape keys hold under
+``same_shape_share`` of a side's kernel time), ``no-shapes`` (kernels without input
+shapes hold as much: compared by type only), ``steps-differ``, ``steps-screened``
+(warm-up steps left out of both sides, named with their times), ``step-outliers``
+(mid-run outlier steps kept and named), ``one-step``, ``few-steps``, ``sampled``,
 ``ranks-differ``, ``step-source-differs``.
 """
 
@@ -24,8 +27,10 @@ from ..schema import MemoryData, Note, Run
 from ..settings import DEFAULT_LIMITS, DEFAULT_THRESHOLDS, Limits, Thresholds
 from .communication import compare_communication, compare_groups
 from .comparability import Comparable, comparability
+from .coverage import coverage_notes
 from .families import compare_families
 from .framework import FrameworkComparison, compare_framework
+from .ledger import on_steps, one_source
 from .memory import (
     MemoryComparison,
     compare_memory,
@@ -34,12 +39,21 @@ from .memory import (
     recorded_memory,
     without_missing_files,
 )
-from .non_compute import HostTime, collective_links, compare_skew, host_time, skew_note, with_parts
+from .non_compute import (
+    HostTime,
+    arrivals,
+    collective_links,
+    compare_skew,
+    host_time,
+    skew_note,
+    with_parts,
+)
 from .operators import (
     SAME_SHAPE_KINDS,
     compare_categories,
     compare_operators,
     count_units,
+    no_shapes_note,
     same_shape_shares,
     units_of,
 )
@@ -85,6 +99,9 @@ class Comparison:
     skew: pd.DataFrame = field(default_factory=pd.DataFrame)
     skew_note: str = ""
     host: HostTime | None = None
+    # Per (collective instance, rank) of the compared steps, when each rank arrived
+    # (``non_compute.arrivals``), base and new: what the skew table and late-rank read.
+    arrivals: tuple[pd.DataFrame, pd.DataFrame] = (pd.DataFrame(), pd.DataFrame())
 
 
 def _step_set(run: Run) -> tuple[int, ...]:
@@ -112,6 +129,11 @@ def compare(base: Run, new: Run, matched: Matched,
     shapes = _shapes_note(operators, thresholds, alike)
     if shapes:
         warnings.insert(0, shapes)
+    shapeless = no_shapes_note(operators, thresholds)
+    if shapeless:
+        warnings.insert(1 if shapes else 0, shapeless)
+    warnings[:0] = coverage_notes(operators, step.base_us, step.new_us, (base.label, new.label),
+                                  thresholds)
     for run in (base, new):
         if run.summary.sampled:
             share = f"{run.summary.fraction:.1%} of every rank, step and operator, at least " \
@@ -128,21 +150,25 @@ def compare(base: Run, new: Run, matched: Matched,
         warnings.append(Note("step-source-differs", "one run's step breakdown comes from "
                              "step_trace_time.csv, the other's from kernel intervals; small "
                              "differences in the breakdown may be method, not performance"))
-    groups, group_notes = compare_groups(base, new)
-    warnings += group_notes
     # The framework tables cover every step: they explain Δ Stage over every step.
     every = step.all_steps if step.all_steps is not None else step
     framework, framework_note = compare_framework(base, new, thresholds, limits,
                                                   every.delta_us)
 
-    comm_types = with_parts(compare_communication(base, new), base, new)
+    # The sections that split a part of the step cover the steps the step table covers.
+    whole = not step.screened  # nothing screened: every step is compared
+    b, n = on_steps(base, step.base_steps, whole), on_steps(new, step.new_steps, whole)
+    comm_types = one_source(with_parts(compare_communication(b, n), b, n))
+    groups, group_notes = compare_groups(b, n)
+    warnings += group_notes
+    came = (arrivals(b), arrivals(n))
     return Comparison(base, new, matched, operators, compare_categories(operators),
                       comm_types, step, thresholds, base_units,
                       new_units, base_steps, new_steps, tuple(warnings),
-                      compare_ranks(base, new), groups, compare_families(operators), limits,
+                      compare_ranks(b, n), groups, compare_families(operators), limits,
                       _memory(base, new, thresholds), framework, framework_note, alike,
-                      collective_links(base, new), compare_skew(base, new),
-                      skew_note(base, new), host_time(base, new))
+                      collective_links(b, n), compare_skew(*came),
+                      skew_note(base, new), host_time(b, n), came)
 
 
 def _memory(base: Run, new: Run, thresholds: Thresholds) -> MemoryComparison | None:
@@ -163,28 +189,55 @@ def _memory_of(run: Run) -> MemoryData:
 
 
 def _step_notes(step: StepComparison, thresholds: Thresholds) -> list[Note]:
-    """Caveats of the step verdict: steps screened out, one step, few steps."""
+    """Caveats of the step verdict: warm-up left out, outliers kept, one step, few steps."""
+    from .step_test import MANN_WHITNEY, WELCH_LOG
+
+    def one(s: ScreenedStep) -> str:
+        if not s.median_us > 0:
+            return f"{s.side} step {s.step}"
+        paired = ", left out with the other side's warm-up" if s.reason == "paired" else ""
+        return (f"{s.side} step {s.step} ({fmt.ms(s.stage_us)} ms, {s.stage_us / s.median_us:.1f}"
+                f"× the median {fmt.ms(s.median_us)} ms{paired})")
+
+    def named(steps: tuple[ScreenedStep, ...]) -> str:
+        return "; ".join(one(s) for s in steps)
+
+    rule = (f"beyond {thresholds.step_outlier_z:g} robust z and at least "
+            f"{thresholds.step_outlier_pct:g}% off their side's median step time")
     notes = []
     if step.screened:
-        named = "; ".join(f"{s.side} step {s.step} ({fmt.ms(s.stage_us)} ms, "
-                          f"{s.stage_us / s.median_us:.1f}× the median {fmt.ms(s.median_us)} ms)"
-                          if s.median_us > 0 else f"{s.side} step {s.step}"
-                          for s in step.screened)
         every = step.all_steps
         assert every is not None  # screening always keeps the figures over every step
-        notes.append(Note("steps-screened", f"warm-up/outlier steps left out of the step "
-                          f"comparison (robust z beyond {thresholds.step_outlier_z:g} on the "
-                          f"step time): {named}. Over all steps the step changes by "
-                          f"{fmt.pct(every.delta_pct)}; operator tables cover all steps; "
+        notes.append(Note("steps-screened", f"leading warm-up steps left out of the step "
+                          f"comparison, at the same positions on both sides (steps {rule}, "
+                          f"slower): {named(step.screened)}. Over all steps the step test's "
+                          f"estimate is {fmt.pct(every.shift_pct)} (the mean step "
+                          f"{fmt.pct(every.delta_pct)}); operator tables cover all steps; "
                           "--steps chooses the steps instead"))
+    if step.outliers:
+        if step.test == MANN_WHITNEY:
+            how = ("the step test (Mann-Whitney, both sides alike) counts each no more than "
+                   "a step just above the rest; its estimate (Hodges-Lehmann), which the "
+                   f"status follows, is {fmt.pct(step.shift_pct)}, while the mean step time "
+                   f"changes by {fmt.pct(step.delta_pct)}")
+        elif step.test == WELCH_LOG:
+            how = (f"with fewer than {thresholds.few_steps} steps a side the step test "
+                   "(Welch's t on log step times) is not robust to them: its p grows and "
+                   "the verdict stays cautious; --steps chooses the steps")
+        else:
+            how = "the step is not tested (one step on a side)"
+        where = "not leading" if thresholds.screen_steps else "of the steps --steps chose"
+        notes.append(Note("step-outliers", f"outlier steps kept in the step comparison "
+                          f"(steps {rule}, {where}): {named(step.outliers)}; {how}"))
     if step.p_value is None:
         notes.append(Note("one-step", f"one step per side ({len(step.base_samples)} vs "
                           f"{len(step.new_samples)}): significance of the step change is "
                           f"unknown; the {step.threshold_pct:g}% threshold alone decides"))
-    elif min(len(step.base_samples), len(step.new_samples)) < thresholds.few_steps:
+    elif step.test == WELCH_LOG:
         notes.append(Note("few-steps", f"few steps ({len(step.base_samples)} vs "
                           f"{len(step.new_samples)}): step significance uses Welch's t-test "
-                          "on log step times, which assumes roughly log-normal step times"))
+                          "on log step times, which assumes roughly log-normal step times "
+                          f"(from {thresholds.few_steps} steps a side: Mann-Whitney)"))
     return notes
 
 

@@ -7,7 +7,10 @@ both runs launched the same number of instances in every (rank, step) — the sa
 on another stack — the k-th instance of a step is paired with the k-th instance of its
 counterpart step (steps pair by rank and by their position among the rank's steps, as the
 framework level pairs them), and the differences are tested with the Wilcoxon
-signed-rank test. The per-instance change of such a key is its ratio of paired totals.
+signed-rank test. The per-instance change of such a key is its ratio of paired totals
+(the time the step spends in the collective, weighted as the step weighs it), and its
+interval is that ratio's own: the ratio estimator's normal interval, on the log scale
+(``paired_ratio``), so that the % and the interval printed beside it are one estimate.
 
 Pairing needs every duration in launch order: a run whose durations were sampled
 (``RunSummary.sampled``) is compared pooled.
@@ -15,12 +18,14 @@ Pairing needs every duration in launch order: a run whose durations were sampled
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ..schema import RunSummary
+from .stats import normal_quantile
 
 
 @dataclass(frozen=True)
@@ -71,3 +76,26 @@ def collective_keys(table: pd.DataFrame) -> np.ndarray:
     """Key ids of the communication keys that both runs have."""
     both = (table["base_instances"] > 0) & (table["new_instances"] > 0)
     return table.index[(table["category"] == "communication") & both].to_numpy(np.int64)
+
+
+def paired_ratio(pairs: Paired, confidence: float, min_pairs: int
+                 ) -> tuple[float, float, float]:
+    """Ratio of the paired totals new/base and its interval: (ratio, low, high).
+
+    R = Σ new / Σ base. Its standard error is the ratio estimator's (linearized):
+    √(Σ (new_i − R·base_i)² / (k − 1) / k) / mean(base), for k pairs; the interval is
+    R·exp(±z·se/R), on the log scale so that it stays positive. NaN bounds with fewer
+    than ``min_pairs`` pairs (the rule of every operator interval); the ratio is NaN when
+    the base total is not positive.
+    """
+    k = len(pairs.base_us)
+    base_total = float(pairs.base_us.sum())
+    if k == 0 or base_total <= 0:
+        return float("nan"), float("nan"), float("nan")
+    ratio = float(pairs.new_us.sum()) / base_total
+    if k < max(min_pairs, 2) or ratio <= 0:
+        return ratio, float("nan"), float("nan")
+    residual = pairs.new_us - ratio * pairs.base_us
+    spread = math.sqrt(float((residual ** 2).sum()) / (k - 1) / k) / (base_total / k)
+    half = normal_quantile(0.5 + confidence / 2) * spread / ratio
+    return ratio, ratio * math.exp(-half), ratio * math.exp(half)

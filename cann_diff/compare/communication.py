@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..schema import Note, Run
+from .ledger import JSON, TASKS, both_have_tasks, group_parts, same_groups
 from .operators import count_units
 
 COMM_JSON_FIELDS = ("elapse_us", "transit_us", "wait_us", "synchronization_us", "idle_us",
@@ -76,7 +77,7 @@ def _joined(parts: pd.Series) -> pd.Series:
     return parts.groupby(level=0, sort=True).agg(",".join)
 
 
-def _group_side(run: Run, shared_ranks: set[int]) -> pd.DataFrame:
+def _group_side(run: Run, shared_ranks: set[int], tasks_too: bool = False) -> pd.DataFrame:
     """Per group of one run: per-step figures and what the group is.
 
     ``members`` are the ranks whose communication.json records the group, ``collectives``
@@ -119,6 +120,30 @@ def _group_side(run: Run, shared_ranks: set[int]) -> pd.DataFrame:
         pd.Index(per_step.round(2).map("{:g}".format))
     side["collectives"] = _joined(pd.Series(labels, index=per_type.index))
     side["data_mb"] = side["transit_mb"].map("{:.3g}".format)
+    return _from_tasks(side, run, tasks_too)
+
+
+def _from_tasks(side: pd.DataFrame, run: Run, tasks_too: bool) -> pd.DataFrame:
+    """The groups whose HCCL tasks the run holds take their transit, wait and idle from them.
+
+    Only when ``tasks_too`` (both runs have tasks): communication.json splits one plane
+    (compare/ledger.py). Bandwidth and synchronization stay communication.json's own.
+    """
+    side["parts_source"] = JSON
+    tasks = group_parts(run) if tasks_too else None
+    if tasks is None:
+        return side
+    same = same_groups(side, tasks)
+    hit = same.notna().to_numpy()
+    if not hit.any():
+        return side
+    for column in ("transit_us", "wait_us", "idle_us"):
+        if column in side:
+            side.loc[hit, column] = tasks.loc[same[hit], column].to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = side["wait_us"] / (side["wait_us"] + side["transit_us"])
+    side.loc[hit, "wait_ratio"] = ratio[hit]
+    side.loc[hit, "parts_source"] = TASKS
     return side
 
 
@@ -207,7 +232,8 @@ def compare_groups(base: Run, new: Run) -> tuple[pd.DataFrame, list[Note]]:
     ranks = [set(run.summary.comm["rank"]) if len(run.summary.comm) else set()
              for run in (base, new)]
     shared = ranks[0] & ranks[1]
-    base_side, new_side = _group_side(base, shared), _group_side(new, shared)
+    tasks = both_have_tasks(base, new)
+    base_side, new_side = _group_side(base, shared, tasks), _group_side(new, shared, tasks)
     if base_side.empty and new_side.empty:
         return pd.DataFrame(), []
     base_side = base_side if len(base_side) else new_side.iloc[0:0]

@@ -27,7 +27,7 @@ from ..vocab.names import COMM_TYPES
 from .framework_align import align, align_units
 from .framework_keys import PER_INSTANCE_KINDS, PairedKeys, key_ids, pair_keys
 from .framework_rollup import ROLLUP_FIELDS, FrameworkSummary, rollup, summarize
-from .framework_rules import judge
+from .framework_rules import counts_differ, judge
 from .operators import count_units
 
 __all__ = ["FRAMEWORK_OP_FIELDS", "MODULE_FIELDS", "MODULE_RULE_FIELDS", "OP_RULE_FIELDS",
@@ -132,10 +132,13 @@ def _kernel_lists(frame: pd.DataFrame, row_keys: np.ndarray, n_keys: int, units:
 # ---------------------------------------------------------------- per operator, per module
 
 def compare_operators(base: pd.DataFrame, new: pd.DataFrame, thresholds: Thresholds,
-                      limits: Limits = DEFAULT_LIMITS
+                      limits: Limits = DEFAULT_LIMITS, keys: PairedKeys | None = None
                       ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
-    """The per-operator table (FRAMEWORK_OP_FIELDS + OP_RULE_FIELDS), aligned instances, notes."""
-    keys = pair_keys(base, new)
+    """The per-operator table (FRAMEWORK_OP_FIELDS + OP_RULE_FIELDS), aligned instances, notes.
+
+    ``keys``: the two frames' keys paired (``pair_keys``; made here when not given).
+    """
+    keys = pair_keys(base, new) if keys is None else keys
     n_keys = len(keys.table)
     inst_b, inst_n = _instances(base, keys, "base"), _instances(new, keys, "new")
     instances, notes = align_units(inst_b, inst_n, limits.max_align_edits)
@@ -153,26 +156,56 @@ def compare_operators(base: pd.DataFrame, new: pd.DataFrame, thresholds: Thresho
     return table[list(FRAMEWORK_OP_FIELDS + OP_RULE_FIELDS)], instances, notes
 
 
-def compare_modules(base: pd.DataFrame, new: pd.DataFrame, thresholds: Thresholds
-                    ) -> pd.DataFrame | None:
+def compare_modules(base: pd.DataFrame, new: pd.DataFrame, thresholds: Thresholds,
+                    keys: PairedKeys | None = None) -> pd.DataFrame | None:
     """Per module path (MODULE_FIELDS + MODULE_RULE_FIELDS); None when neither run has modules.
 
-    The instances under a path are judged as a key's are; paths pair by their text only.
+    A module's instance is one framework-op instance under it (``*_count``: ops per step),
+    and the operator keys' rule judges them with two readings of "the same instances":
+    a module holding an op paired by name only (other shapes) is ``reshaped``, and one
+    whose ops changed their per-step counts (``mul`` + ``mm`` + ``add`` → one ``addmm``,
+    or one op traded for another) is ``count-changed``, with the ratio of the mean op
+    times; only a module running the same ops as often on both sides is tested per
+    instance. Paths pair by their text; ``keys``: the operators' pairing (made here when
+    not given).
     """
     if not ((base["module"] != "").any() or (new["module"] != "").any()):
         return None
-    inst = [f[(f["name"] != UNLINKED).to_numpy()].groupby(
-        ["rank", "step", "order"], observed=True, dropna=False).agg(
-        module=("module", "first"), device_us=("device_us", "sum")).reset_index()
-        for f in (base, new)]
+    keys = pair_keys(base, new) if keys is None else keys
+    inst = [_instances(base, keys, "base"), _instances(new, keys, "new")]
     names = pd.Index(sorted(set(inst[0]["module"].astype(str))
                             | set(inst[1]["module"].astype(str))))
-    samples = [side.assign(key=names.get_indexer(side["module"].astype(str))) for side in inst]
-    judged = judge(samples[0], samples[1], len(names), (count_units(base), count_units(new)),
-                   np.ones(len(names), bool), np.zeros(len(names), bool), thresholds)
+    for side in inst:
+        side["op_key"], side["key"] = side["key"], names.get_indexer(side["module"].astype(str))
+    units = count_units(base), count_units(new)
+    reshaped, mix_changed = _module_mix(inst[0], inst[1], len(names), keys, units)
+    judged = judge(inst[0], inst[1], len(names), units, ~reshaped, np.zeros(len(names), bool),
+                   thresholds, mix_changed)
     table = pd.DataFrame({"module": [m or NO_MODULE for m in names]}).join(judged)
     table["delta_us"] = table["new_device_us"] - table["base_device_us"]
     return _by_move(table, ["module"])[list(MODULE_FIELDS + MODULE_RULE_FIELDS)]
+
+
+def _module_mix(base: pd.DataFrame, new: pd.DataFrame, n_modules: int, keys: PairedKeys,
+                units: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per module: whether it holds an op paired by name only, and whether its ops' counts moved.
+
+    ``base``/``new``: op instances with their module id (``key``) and paired operator key
+    (``op_key``). Each (module, operator key) is counted per step as a key of its own; the
+    module's mix changed when any of them is count-changed.
+    """
+    by_name = (keys.table["match_kind"] == "name").to_numpy()
+    n_ops = len(keys.table)
+    reshaped = np.zeros(n_modules, bool)
+    for side in (base, new):
+        reshaped[side["key"].to_numpy()[by_name[side["op_key"].to_numpy()]]] = True
+    pair = [side["key"].to_numpy(np.int64) * n_ops + side["op_key"].to_numpy(np.int64)
+            for side in (base, new)]
+    ids, distinct = pd.factorize(np.concatenate(pair))
+    moved = counts_differ(base.assign(key=ids[:len(base)]), new.assign(key=ids[len(base):]),
+                          len(distinct), units)
+    mix_changed = np.bincount(distinct // n_ops, weights=moved, minlength=n_modules) > 0
+    return reshaped, mix_changed
 
 
 def _by_move(table: pd.DataFrame, names: list[str]) -> pd.DataFrame:
@@ -210,9 +243,10 @@ def compare_framework(base: Run, new: Run, thresholds: Thresholds = DEFAULT_THRE
             # The reason names its rank directory first: a label that is that name once.
             named = note is not None and note.data.get("source") == run.label
             return None, Note(NO_FRAMEWORK_LINKS, why if named else f"{run.label}: {why}")
+    keys = pair_keys(base.framework, new.framework)
     operators, instances, notes = compare_operators(base.framework, new.framework, thresholds,
-                                                    limits)
-    modules = compare_modules(base.framework, new.framework, thresholds)
+                                                    limits, keys)
+    modules = compare_modules(base.framework, new.framework, thresholds, keys)
     notes += [run.framework_note.text for run in (base, new) if run.framework_note]
     notes += _coverage_notes(base) + _coverage_notes(new)
     return FrameworkComparison(operators, modules, instances,

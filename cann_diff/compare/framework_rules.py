@@ -9,7 +9,10 @@ counts do not overlap); ``unchanged`` (per-instance change under ``threshold_pct
 at least the threshold, the test pointing the same way); else ``not-significant``.
 
 An instance's device time is the sum of the kernels it launched; the per-instance change
-is the ratio of the median instance times (what Mann-Whitney tests). A collective — a key
+is the kernel table's one estimate: the Hodges-Lehmann ratio of the instance times (the
+median of the pairwise ratios, whose side Mann-Whitney tests), but for a ``count-changed``
+key the ratio of the mean instance times (Δ time = Δ count × base mean + new count × Δ
+mean: the % shares the per-instance effect's sign). A collective — a key
 whose every kernel is communication — with as many instances in every (rank, step) on
 both sides is compared instance by instance instead, as the kernel table compares its
 collectives (compare/collectives.py): the k-th instance of a step with the k-th of its
@@ -26,9 +29,11 @@ import pandas as pd
 from ..settings import Thresholds
 from .stats import (
     adjust_bh,
+    hodges_lehmann_by_group,
     mann_whitney_by_group,
     smallest_p_mann_whitney,
     smallest_p_signed_rank,
+    sorted_samples,
     wilcoxon_signed_rank,
 )
 
@@ -56,6 +61,23 @@ def _side(inst: pd.DataFrame, n_keys: int, units: int) -> pd.DataFrame:
     out["count_max"] = per_unit.max()
     out["median_us"] = pd.Series(inst["device_us"].to_numpy(float)).groupby(key).median()
     return out.fillna({"count_min": 0, "count_max": 0})
+
+
+def counts_differ(base: pd.DataFrame, new: pd.DataFrame, n_keys: int,
+                  units: tuple[int, int]) -> np.ndarray:
+    """Per key, whether its per-step instance counts do not overlap (min/max per unit).
+
+    The ``count-changed`` condition; a unit that lacks the key counts 0 in it, and a key on
+    one side only differs when it runs in every unit of that side.
+    """
+    return _apart(_side(base, n_keys, units[0]).add_prefix("base_").join(
+        _side(new, n_keys, units[1]).add_prefix("new_")))
+
+
+def _apart(table: pd.DataFrame) -> np.ndarray:
+    """Whether the per-step count ranges (``base_``/``new_`` count_min, count_max) are apart."""
+    return ((table["new_count_min"] > table["base_count_max"])
+            | (table["new_count_max"] < table["base_count_min"])).to_numpy(bool)
 
 
 def _occurrences(inst: pd.DataFrame, keys: np.ndarray) -> pd.DataFrame:
@@ -90,8 +112,13 @@ def paired_collectives(base: pd.DataFrame, new: pd.DataFrame, keys: np.ndarray
 
 
 def _pooled_tests(base: pd.DataFrame, new: pd.DataFrame, keys: np.ndarray,
-                  n_keys: int) -> tuple[np.ndarray, np.ndarray]:
-    """Mann-Whitney p (exact at small sizes) and the smallest p reachable, per key of ``keys``."""
+                  n_keys: int, thresholds: Thresholds
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per key of ``keys``: Mann-Whitney p, the smallest p reachable and the HL change %.
+
+    The change is the Hodges-Lehmann ratio new/base (the kernel table's one estimate), so
+    that the % a framework row prints and its test speak of one quantity.
+    """
     group_of_key = np.full(n_keys, -1, np.int64)
     group_of_key[keys] = np.arange(len(keys))
     groups, values = [], []
@@ -102,7 +129,10 @@ def _pooled_tests(base: pd.DataFrame, new: pd.DataFrame, keys: np.ndarray,
     p_value = mann_whitney_by_group(groups[0], values[0], groups[1], values[1], len(keys))
     reachable = smallest_p_mann_whitney(np.bincount(groups[0], minlength=len(keys)),
                                         np.bincount(groups[1], minlength=len(keys)))
-    return p_value, reachable
+    ordered = [sorted_samples(g, v, len(keys)) for g, v in zip(groups, values)]
+    centre, _, _ = hodges_lehmann_by_group(*ordered[0], *ordered[1], len(keys),
+                                           thresholds.confidence)
+    return p_value, reachable, (centre - 1) * 100
 
 
 def _tests(table: pd.DataFrame, base: pd.DataFrame, new: pd.DataFrame,
@@ -119,8 +149,11 @@ def _tests(table: pd.DataFrame, base: pd.DataFrame, new: pd.DataFrame,
     testable = np.flatnonzero(both & per_instance)
     paired = paired_collectives(base, new, testable[collective[testable]])
     pooled = np.array([k for k in testable if int(k) not in paired], dtype=np.int64)
-    out.loc[pooled, "p_raw"], out.loc[pooled, "reachable"] = _pooled_tests(base, new, pooled,
-                                                                           n_keys)
+    p_raw, smallest, hl_pct = _pooled_tests(base, new, pooled, n_keys, thresholds)
+    out.loc[pooled, "p_raw"], out.loc[pooled, "reachable"] = p_raw, smallest
+    estimated = np.isfinite(hl_pct)
+    out.loc[pooled[estimated], "instance_change_pct"] = hl_pct[estimated]
+    out.loc[pooled[estimated], "direction"] = np.sign(hl_pct[estimated])
     for key, (p_value, reachable, change_pct, direction) in paired.items():
         out.loc[key, ["p_raw", "reachable", "instance_change_pct", "direction"]] = \
             (p_value, reachable, change_pct, direction)
@@ -129,15 +162,13 @@ def _tests(table: pd.DataFrame, base: pd.DataFrame, new: pd.DataFrame,
     return out.drop(columns=["p_raw", "reachable"])
 
 
-def _statuses(table: pd.DataFrame, per_instance: np.ndarray,
+def _statuses(table: pd.DataFrame, per_instance: np.ndarray, counted: np.ndarray,
               thresholds: Thresholds) -> np.ndarray:
     """The first status (STATUSES, in order) whose condition holds, per key."""
     change = table["instance_change_pct"].to_numpy(float)
     significant = (table["p_value"] < thresholds.alpha).to_numpy(bool)
     agrees = np.sign(np.nan_to_num(change)) == table["direction"].to_numpy(float)
     big = np.nan_to_num(np.abs(change), nan=0.0) >= thresholds.threshold_pct
-    counted = ((table["new_count_min"] > table["base_count_max"])
-               | (table["new_count_max"] < table["base_count_min"])).to_numpy(bool)
     conditions = [table["base_instances"].to_numpy() == 0,
                   table["new_instances"].to_numpy() == 0, ~per_instance, counted, ~big,
                   ~table["tested"].to_numpy(bool), significant & agrees & (change > 0),
@@ -146,17 +177,27 @@ def _statuses(table: pd.DataFrame, per_instance: np.ndarray,
 
 
 def judge(base: pd.DataFrame, new: pd.DataFrame, n_keys: int, units: tuple[int, int],
-          per_instance: np.ndarray, collective: np.ndarray,
-          thresholds: Thresholds) -> pd.DataFrame:
+          per_instance: np.ndarray, collective: np.ndarray, thresholds: Thresholds,
+          mix_changed: np.ndarray | None = None) -> pd.DataFrame:
     """Per key id 0 … n_keys − 1: JUDGED_FIELDS (figures per unit, µs), by the module's rule.
 
     ``base``/``new``: one row per instance (``key``, ``rank``, ``step``, ``device_us``),
     in launch order within each unit; ``units``: each side's (rank, step) units.
     ``per_instance``: keys whose instances are judged (the others, when on both sides,
-    are ``reshaped``); ``collective``: keys whose kernels are all communication.
+    are ``reshaped``); ``collective``: keys whose kernels are all communication;
+    ``mix_changed``: keys that are ``count-changed`` whatever their own counts (a module
+    whose operators changed their counts per step).
     """
     table = _side(base, n_keys, units[0]).add_prefix("base_").join(
         _side(new, n_keys, units[1]).add_prefix("new_"))
     table = table.join(_tests(table, base, new, per_instance, collective, thresholds))
-    table["status"] = _statuses(table, per_instance, thresholds)
+    counted = _apart(table) if mix_changed is None else _apart(table) | mix_changed
+    table["status"] = _statuses(table, per_instance, counted, thresholds)
+    # Another number of instances a step is another mix of durations: the medians' ratio
+    # measures the mix. The count rule's figure is the means' ratio (the Δ split's).
+    recounted = (table["status"] == "count-changed").to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        means = ((table["new_device_us"] / table["new_count"])
+                 / (table["base_device_us"] / table["base_count"]) - 1) * 100
+    table.loc[recounted, "instance_change_pct"] = means[recounted]
     return table[list(JUDGED_FIELDS)]

@@ -28,7 +28,9 @@ recorded, so that base and new are always compared like for like (a db export wi
 Several ranks
 -------------
 Peaks are the maximum over ranks (the device that runs out first), with the rank that
-holds it; the timeline is that rank's. Operator counts and totals are per rank (mean over
+holds it; each measure's timeline is that rank's: reserved MB of the reserved peak's
+component and allocated MB of the allocated peak's (the series the memory sentence
+speaks of, whichever it names). Operator counts and totals are per rank (mean over
 the ranks that recorded operator allocations); the largest single allocation is the
 maximum over ranks. Module peaks are the maximum over ranks.
 
@@ -53,8 +55,11 @@ All sizes in MB (MiB, as the profiler writes them), times in ms; ``null`` when u
 - ``modules``: npu_module_mem modules at their peak, non-zero in a run, largest first:
   ``{"module", "base_peak_mb", "new_peak_mb", "delta_mb", "delta_pct"}``.
 - ``timeline``: ``{"component", "base": {"rank", "time_ms": [...], "reserved_mb":
-  [...]}, "new": {...}}``; time since the run's first sample, at most 2000 points per
-  run (peak-preserving: the largest sample of each time bucket).
+  [...]}, "new": {...}, "allocated": ...}``: reserved MB of the peak-reserved component;
+  time since the rank's first sample of it, at most 2000 points per run (peak-preserving:
+  the largest sample of each time bucket). ``allocated`` is ``null`` (no allocated peak
+  compared) or the same for the peak-allocated component: ``{"component", "base":
+  {"rank", "time_ms": [...], "allocated_mb": [...]}, "new": {...}}``.
 - ``headline``: one sentence when a peak moved by ≥ ``threshold_pct`` or ≥ ``headline_mb``
   (``Thresholds.memory_headline_mb``, 1 GB), else ``null``.
 - ``growth``: ``null`` or the ``memory-growth`` finding ``{"id": "memory-growth",
@@ -84,7 +89,7 @@ All sizes in MB (MiB, as the profiler writes them), times in ms; ``null`` when u
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -115,9 +120,12 @@ class MemoryComparison:
     ``operators``: its first ``memory_top_n`` rows that changed. ``modules``
     (MODULE_FIELDS), largest first. ``base_timeline``/``new_timeline``: ``time_ms``,
     ``reserved_mb`` of ``timeline_component`` on the rank (``*_timeline_rank``) holding the
-    peak. ``copies``: a row per copy direction and ``copies_total`` the row ``all``
-    (``movement.py``), ``copy_units`` the (rank, step) units per side, None without
-    copies. ``hbm``: a row per HBM direction. ``notes``: what is missing, per side.
+    reserved peak; ``base_allocated_timeline``/``new_allocated_timeline``: ``time_ms``,
+    ``allocated_mb`` of ``allocated_timeline_component`` on the rank
+    (``*_allocated_timeline_rank``) holding the allocated peak. ``copies``: a row per copy
+    direction and ``copies_total`` the row ``all`` (``movement.py``), ``copy_units`` the
+    (rank, step) units per side, None without copies. ``hbm``: a row per HBM direction.
+    ``notes``: what is missing, per side.
     """
 
     threshold_pct: float
@@ -138,6 +146,13 @@ class MemoryComparison:
     copies: pd.DataFrame
     copies_total: pd.DataFrame | None
     hbm: pd.DataFrame
+    allocated_timeline_component: str | None = None
+    base_allocated_timeline_rank: int | None = None
+    new_allocated_timeline_rank: int | None = None
+    base_allocated_timeline: pd.DataFrame = field(
+        default_factory=lambda: _no_series("allocated_mb"))
+    new_allocated_timeline: pd.DataFrame = field(
+        default_factory=lambda: _no_series("allocated_mb"))
 
     def peak(self, measure: str) -> dict | None:
         """The ``reserved`` or ``allocated`` peak row (PEAK_FIELDS), None when not compared."""
@@ -232,14 +247,38 @@ def _module_changes(base: MemoryData, new: MemoryData) -> pd.DataFrame:
     return table.rename(columns={"component": "module"})[list(MODULE_FIELDS)]
 
 
-def _series(timelines: pd.DataFrame, component: str | None, rank: int | None) -> pd.DataFrame:
-    """Reserved MB of one component on one rank over ms since its first sample."""
-    if component is None or rank is None:
-        return pd.DataFrame({"time_ms": [], "reserved_mb": []}, dtype="float64")
-    keep = ((timelines["component"] == component) & (timelines["rank"] == rank)).to_numpy()
-    rows = timelines[keep]
+def _no_series(column: str) -> pd.DataFrame:
+    return pd.DataFrame({"time_ms": [], column: []}, dtype="float64")
+
+
+def _series(timelines: pd.DataFrame, peak: dict | None, side: str) -> pd.DataFrame:
+    """One side's timeline of a peak's measure (``time_ms``, ``<measure>_mb``).
+
+    MB of the peak's component on the rank holding that side's peak, over ms since the
+    rank's first sample of the component.
+    """
+    column = f"{peak['measure']}_mb" if peak else "reserved_mb"
+    if peak is None:
+        return _no_series(column)
+    keep = ((timelines["component"] == peak["component"])
+            & (timelines["rank"] == peak[f"{side}_rank"]) & timelines[column].notna())
+    rows = timelines[keep.to_numpy()]
     return pd.DataFrame({"time_ms": np.round(rows["time_ms"].to_numpy(float), 3),
-                         "reserved_mb": rows["reserved_mb"].to_numpy(dtype=float)})
+                         column: rows[column].to_numpy(dtype=float)})
+
+
+def _timeline_fields(base: MemoryData, new: MemoryData, peak: dict | None,
+                     prefix: str) -> dict:
+    """The MemoryComparison fields of one measure's timeline.
+
+    ``prefix`` is ``""`` (reserved, the fields report.json has always had) or
+    ``"allocated_"``.
+    """
+    return {f"{prefix}timeline_component": peak["component"] if peak else None,
+            f"base_{prefix}timeline_rank": peak["base_rank"] if peak else None,
+            f"new_{prefix}timeline_rank": peak["new_rank"] if peak else None,
+            f"base_{prefix}timeline": _series(base.summary.timelines, peak, "base"),
+            f"new_{prefix}timeline": _series(new.summary.timelines, peak, "new")}
 
 
 def _comparison_notes(base: MemoryData, new: MemoryData,
@@ -269,9 +308,6 @@ def compare_memory(base: MemoryData, new: MemoryData,
     allocated = _peak_change(base, new, "allocated", ALLOCATED_ORDER)
     operators = _operator_table(base, new, threshold_pct)
     copy_units, copies, copies_total = copy_changes(base, new, base_copies, new_copies)
-    component, base_rank, new_rank = ((reserved["component"], reserved["base_rank"],
-                                       reserved["new_rank"]) if reserved
-                                      else (None, None, None))
     return MemoryComparison(
         threshold_pct=threshold_pct,
         base_ranks=base.ranks,
@@ -282,11 +318,8 @@ def compare_memory(base: MemoryData, new: MemoryData,
         operator_table=operators,
         operators=operators[_changed(operators)].head(thresholds.memory_top_n),
         modules=_module_changes(base, new),
-        timeline_component=component,
-        base_timeline_rank=base_rank,
-        new_timeline_rank=new_rank,
-        base_timeline=_series(base.summary.timelines, component, base_rank),
-        new_timeline=_series(new.summary.timelines, component, new_rank),
+        **_timeline_fields(base, new, reserved, ""),
+        **_timeline_fields(base, new, allocated, "allocated_"),
         notes=tuple(_comparison_notes(base, new, [reserved, allocated])
                     + movement_notes(base, new)),
         copy_units=copy_units,

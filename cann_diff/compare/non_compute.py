@@ -10,7 +10,9 @@ figures (µs per step and rank, as every other comparison) beside communication.
 * ``collective_links`` — per (type, link type): transfer time and MB;
 * ``collective_skew`` — per instance matched across ranks by (step, group, type, order),
   the arrival skew (last start − first start) and the last rank; per (type, group) the
-  median and largest skew, who arrives last how often, and the waiting it costs;
+  median and largest skew, who arrives last how often, the waiting it costs, and how
+  many ranks the group holds that were not profiled (its tasks name them) with the
+  waiting no profiled arrival explains;
 * ``host_time`` — host busy, dataloader, Free and the host-bound part of Free.
 
 Ranks' clocks are their hosts' local clocks: skew across hosts includes clock offset, which
@@ -30,9 +32,10 @@ TASKS = "hccl_tasks"
 JSON = "communication.json"
 PART_FIELDS = ("elapsed_us", "transfer_us", "wait_us", "idle_us", "link_busy_us")
 HOST_FIELDS = ("step_host_us", "host_busy_us", "dataloader_us", "free_us", "host_bound_us",
-               "free_other_us")
+               "free_other_us", "compile_us")
 SKEW_FIELDS = ("comm_type", "group", "instances", "ranks", "median_skew_us", "max_skew_us",
-               "last_rank", "last_share", "cost_us", "last_cost_us")
+               "last_rank", "last_share", "cost_us", "last_cost_us", "group_ranks",
+               "unprofiled", "unseen_wait_us")
 # Profiler settings that cost host time themselves (stack walks, shape records, allocator
 # hooks): quoted beside a Free that grew.
 HOST_SETTINGS = ("with_stack", "record_shapes", "profile_memory")
@@ -132,62 +135,101 @@ def collective_links(base: Run, new: Run) -> pd.DataFrame:
     return table.reset_index()
 
 
-def instances(run: Run) -> pd.DataFrame:
-    """Per collective instance seen on several ranks: its skew, last rank and cost.
+INSTANCE_KEYS = ["step", "group", "comm_type", "seq"]
+
+
+def arrivals(run: Run) -> pd.DataFrame:
+    """Per (collective instance seen on several ranks, rank): when the rank arrived.
 
     Instances match across ranks by (step, group, type, order within group and type on
-    the rank). ``skew_us`` = last start − first start; ``last_rank`` the rank that started
-    last; ``cost_us`` the mean over ranks of (last start − own start): the waiting the
-    last arrival costs a rank on average.
+    the rank). Columns: INSTANCE_KEYS, ``rank``, ``ranks`` (profiled ranks in the
+    instance), ``late_us`` (own start − first start: how late the rank came),
+    ``behind_us`` (last start − own start: what the last arrival costs it),
+    ``unseen_us`` (its wait before its first transfer less ``behind_us``, at least 0:
+    waiting that no profiled rank's arrival explains), ``last`` (it started last; ties
+    go to the higher rank) and ``group_ranks`` (ranks its tasks name). Empty without
+    collectives on two ranks.
     """
     c = run.collectives
     if c is None or c.empty or c["rank"].nunique() < 2:
         return pd.DataFrame()
-    keys = ["step", "group", "comm_type", "seq"]
-    frame = c[["rank", *keys, "start_ns"]].astype({"group": str, "comm_type": str})
+    frame = c[["rank", *INSTANCE_KEYS, "start_ns", "sync_wait_us", "group_ranks"]].astype(
+        {"group": str, "comm_type": str})
     frame = frame.assign(step=frame["step"].astype("float64").fillna(-1))
-    grouped = frame.groupby(keys, sort=True)
+    grouped = frame.groupby(INSTANCE_KEYS, sort=False)
     first, last = grouped["start_ns"].transform("min"), grouped["start_ns"].transform("max")
-    frame = frame.assign(skew_us=(last - first) / 1000,
+    frame = frame.assign(ranks=grouped["rank"].transform("nunique"),
+                         late_us=(frame["start_ns"] - first) / 1000,
                          behind_us=(last - frame["start_ns"]) / 1000)
-    latest = frame.sort_values(["start_ns", "rank"], kind="stable").groupby(keys).tail(1)
-    out = frame.groupby(keys, sort=True).agg(ranks=("rank", "nunique"),
-                                             skew_us=("skew_us", "first"),
-                                             cost_us=("behind_us", "mean"))
-    out["last_rank"] = latest.set_index(keys)["rank"]
-    return out[out["ranks"] >= 2].reset_index()
+    frame["unseen_us"] = (frame["sync_wait_us"] - frame["behind_us"]).clip(lower=0.0)
+    latest = frame.sort_values(["start_ns", "rank"], kind="stable").groupby(
+        INSTANCE_KEYS, sort=False).tail(1).index
+    frame["last"] = frame.index.isin(latest)
+    frame = frame[frame["ranks"] >= 2]
+    return frame.drop(columns=["start_ns", "sync_wait_us"]).sort_values(
+        [*INSTANCE_KEYS, "rank"], kind="stable").reset_index(drop=True)
 
 
-def collective_skew(run: Run) -> pd.DataFrame:
-    """Per (type, group) of one run: SKEW_FIELDS, µs per step (means over ranks).
+def instances(per: pd.DataFrame) -> pd.DataFrame:
+    """Per collective instance seen on several ranks: its skew, last rank and cost.
+
+    From a run's ``arrivals``: ``skew_us`` = last start − first start; ``last_rank`` the rank
+    that started last; ``cost_us`` the mean over ranks of (last start − own start): the
+    waiting the last arrival costs a rank on average; ``unseen_us`` the mean over ranks
+    of the waiting no profiled arrival explains; ``group_ranks`` the most ranks one
+    rank's tasks name in it (0: not recorded).
+    """
+    if per.empty:
+        return pd.DataFrame()
+    grouped = per.groupby(INSTANCE_KEYS, sort=True)
+    out = grouped.agg(ranks=("rank", "nunique"), skew_us=("late_us", "max"),
+                      cost_us=("behind_us", "mean"), unseen_us=("unseen_us", "mean"),
+                      group_ranks=("group_ranks", "max"))
+    out["last_rank"] = per[per["last"]].set_index(INSTANCE_KEYS)["rank"]
+    return out.reset_index()
+
+
+def collective_skew(per: pd.DataFrame) -> pd.DataFrame:
+    """Per (type, group) of one run's ``arrivals``: SKEW_FIELDS, µs per step (means over ranks).
 
     ``cost_us``: the waiting every late arrival costs, per step and rank; ``last_rank``: the
     rank whose late arrivals cost most of it (``last_cost_us``), ``last_share`` the share
     of instances it starts last. A rank last by microseconds in most instances is not the
-    one to look at when another is last by milliseconds once.
+    one to look at when another is last by milliseconds once. ``group_ranks``: the most
+    ranks one instance's tasks name on one rank (a lower bound of the group's size; 0 when
+    the tasks name none); ``unprofiled``: how many of them at least were not profiled
+    (``group_ranks`` less the profiled ranks, never below 0); ``unseen_wait_us``: the
+    waiting per step and rank before the first transfer that no profiled rank's late
+    arrival explains — with unprofiled ranks, the wait for them.
     """
-    per = instances(run)
+    per = instances(per)
     if per.empty:
         return pd.DataFrame(columns=list(SKEW_FIELDS))
     steps = max(per["step"].nunique(), 1)
-    rows = []
-    for (comm_type, group), part in per.groupby(["comm_type", "group"], sort=True):
-        caused = part.groupby("last_rank")["cost_us"].sum()
-        counts = part["last_rank"].value_counts()
-        most = int(min(caused.index, key=lambda r: (-caused[r], -counts[r], r)))
-        rows.append({"comm_type": comm_type, "group": group, "instances": len(part),
-                     "ranks": int(part["ranks"].max()),
-                     "median_skew_us": float(part["skew_us"].median()),
-                     "max_skew_us": float(part["skew_us"].max()), "last_rank": most,
-                     "last_share": float(counts[most] / len(part)),
-                     "cost_us": float(part["cost_us"].sum() / steps),
-                     "last_cost_us": float(caused[most] / steps)})
-    return pd.DataFrame(rows, columns=list(SKEW_FIELDS))
+    keys = ["comm_type", "group"]
+    grouped = per.groupby(keys, sort=True)
+    table = grouped.agg(instances=("seq", "size"), ranks=("ranks", "max"),
+                        median_skew_us=("skew_us", "median"), max_skew_us=("skew_us", "max"),
+                        cost_us=("cost_us", "sum"), group_ranks=("group_ranks", "max"),
+                        unseen_wait_us=("unseen_us", "sum"))
+    # Per (type, group, rank last): the waiting its late arrivals caused and how often;
+    # the rank that caused most (then the more often last, then the lower rank) is named.
+    caused = per.groupby([*keys, "last_rank"], sort=True)["cost_us"].agg(["sum", "size"])
+    caused = caused.reset_index().sort_values(
+        [*keys, "sum", "size", "last_rank"], ascending=[True, True, False, False, True],
+        kind="stable").groupby(keys, sort=True).head(1).set_index(keys)
+    table["last_rank"] = caused["last_rank"].astype(np.int64)
+    table["last_share"] = caused["size"] / table["instances"]
+    table["last_cost_us"] = caused["sum"] / steps
+    table["cost_us"] /= steps
+    table["unseen_wait_us"] /= steps
+    table["unprofiled"] = (table["group_ranks"] - table["ranks"]).clip(lower=0)
+    return table.reset_index()[list(SKEW_FIELDS)]
 
 
-def compare_skew(base: Run, new: Run) -> pd.DataFrame:
-    """Both runs' skew per (type, group), ``side`` first: base rows, then new rows."""
-    frames = [collective_skew(run).assign(side=side) for side, run in (("base", base),
+def compare_skew(base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """Both runs' skew per (type, group) from their ``arrivals``, ``side`` first."""
+    frames = [collective_skew(per).assign(side=side) for side, per in (("base", base),
                                                                        ("new", new))]
     frames = [f for f in frames if len(f)]
     if not frames:
@@ -213,12 +255,14 @@ class HostTime:
     """Host and Free figures of both runs, µs per step and rank (means over (rank, step)).
 
     ``base``/``new`` map HOST_FIELDS to values (NaN when unknown); ``settings`` the profiler
-    settings among HOST_SETTINGS that differ, as (setting, base, new).
+    settings among HOST_SETTINGS that differ, as (setting, base, new); ``launches`` where
+    each run's launch times come from (its ranks' sources joined, ``""`` when unknown).
     """
 
     base: dict[str, float]
     new: dict[str, float]
     settings: tuple[tuple[str, str, str], ...] = ()
+    launches: tuple[str, str] = ("", "")
 
     def delta(self, name: str) -> float:
         """New − base of one HOST_FIELDS figure."""
@@ -250,4 +294,10 @@ def host_time(base: Run, new: Run) -> HostTime | None:
     b, n = _host_side(base), _host_side(new)
     if b is None or n is None:
         return None
-    return HostTime(b, n, host_settings(base, new))
+    return HostTime(b, n, host_settings(base, new),
+                    (_launch_sources(base), _launch_sources(new)))
+
+
+def _launch_sources(run: Run) -> str:
+    """The run's launch sources, distinct, in order of first rank: ``"HostToDevice flows"``."""
+    return "; ".join(dict.fromkeys(v for _, v in sorted(run.host_launch_source.items()) if v))

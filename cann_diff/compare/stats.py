@@ -1,9 +1,13 @@
 """Statistics, opinionated: the test is chosen from the data, not offered as a menu.
 
 * Per operator key: the per-instance durations of both sides are compared with the
-  Mann-Whitney U test (no normality assumed; kernels have long tails), the effect is
-  the ratio of medians new/base with a Hodges-Lehmann interval on log durations, and
-  p-values across keys are adjusted with Benjamini-Hochberg.
+  Mann-Whitney U test (no normality assumed; kernels have long tails). Its p is exact
+  where scipy defines the exact test (no ties: scipy's exact null distribution assumes
+  none) and it is affordable (n·m ≤ ``EXACT_MAX_PAIRS``), else the normal approximation
+  with continuity and tie correction; p-values across keys are adjusted with
+  Benjamini-Hochberg. The effect is the Hodges-Lehmann ratio new/base, the median of the
+  pairwise ratios, with the interval the same order statistics give (on log durations):
+  the estimator that belongs to the test, so that its sign is the test's direction.
 * Per step: per-step totals are few (often 2-5 steps). A rank test cannot help there:
   Mann-Whitney (or any permutation test) of 3 vs 3 has a smallest two-sided p of
   2/C(6,3) = 0.1, of 2 vs 2 one of 1/3, so it could never call a step change
@@ -22,14 +26,18 @@
 Speed: the per-key tests run in one pass over all keys (``mann_whitney_by_group``: one
 sort, ranks within groups, scipy's normal approximation with tie correction written out;
 durations on the nanosecond grid sort as packed integers, and a side sorted once by
-``sorted_samples`` also gives its medians and p95 without a groupby);
-small samples without ties get scipy's exact test, written out too. scipy.stats is never
-imported (it costs more than all the tests); scipy.special (the normal and t distribution
-functions) only where a p or an interval needs it.
+``sorted_samples`` also gives its medians and p95 without a groupby); the exact null
+distribution is built once per pair of sample sizes (``_lower_tail``, cached), not once
+per key. The Hodges-Lehmann figures of all keys whose sample sizes agree come from one
+partition of their pairwise ratios, row by row (a sort of them would cost ~30× more).
+scipy.stats is never imported (it costs more than
+all the tests); scipy.special (the normal and t distribution functions) only where a p or
+an interval needs it.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -64,38 +72,167 @@ def _subsample(values: np.ndarray, limit: int, ordered: bool = False) -> np.ndar
     return (values if ordered else np.sort(values))[picks]
 
 
+def _interval_rank(n_base, n_new, z: float):
+    """C of the Hodges-Lehmann interval [D(C), D(nm + 1 − C)] (1-based sorted ratios).
+
+    C = floor(nm/2 − z·√(nm(n+m+1)/12)), the normal approximation to the Mann-Whitney
+    distribution; scalars or arrays alike (the same rounding either way).
+    """
+    nm = n_base * n_new
+    return np.floor(nm / 2 - z * np.sqrt(nm * (n_base + n_new + 1) / 12))
+
+
+def ratio_estimate(base: np.ndarray, new: np.ndarray,
+                   confidence: float = 0.95,
+                   max_pairs: int = DEFAULT_LIMITS.max_pairs_per_side,
+                   ordered: bool = False) -> tuple[float | None, float | None, float | None]:
+    """Hodges-Lehmann ratio new/base and its interval: (centre, low, high).
+
+    The centre is the median of the pairwise ratios new/base (the mean of the middle two
+    of an even count, as ``np.median``), the interval the order statistics the normal
+    approximation to the Mann-Whitney distribution names, of the same ratios: the
+    centre lies inside its interval. Durations that are not positive are left out; the
+    centre needs one duration a side (None without), the interval two and a rank C ≥ 1
+    (None, None below). A side of more than ``max_pairs`` durations is read as that many
+    evenly spaced order statistics. The order statistics of the log differences are those
+    of the ratios themselves (the log keeps the order), and a division is rounded the
+    same on every CPU where numpy's vectorized log and exp are not: their last digit
+    differed between an AVX-512 machine and one without, and with it the bytes of
+    report.json. ``ordered``: both samples come in ascending order (slices of
+    ``sorted_samples``), so a subsample needs no sort.
+    """
+    base = np.asarray(base, dtype=float)
+    new = np.asarray(new, dtype=float)
+    base = base[base > 0]
+    new = new[new > 0]
+    if len(base) == 0 or len(new) == 0:
+        return None, None, None
+    base = _subsample(base, max_pairs, ordered)
+    new = _subsample(new, max_pairs, ordered)
+    ratios = np.divide.outer(new, base).ravel()
+    size = ratios.size
+    middle = [(size - 1) // 2, size // 2]
+    c = int(_interval_rank(len(base), len(new), normal_quantile(0.5 + confidence / 2)))
+    bounds = [c - 1, size - c] if c >= 1 and min(len(base), len(new)) >= 2 else []
+    # Only a few order statistics are needed: a partition is linear, a sort is not.
+    picks = sorted(set(middle + bounds))
+    chosen = dict(zip(picks, np.partition(ratios, picks)[picks], strict=True))
+    centre = float((chosen[middle[0]] + chosen[middle[1]]) / 2)
+    if not bounds:
+        return centre, None, None
+    return centre, float(chosen[bounds[0]]), float(chosen[bounds[1]])
+
+
 def ratio_interval(base: np.ndarray, new: np.ndarray,
                    confidence: float = 0.95,
                    max_pairs: int = DEFAULT_LIMITS.max_pairs_per_side,
                    ordered: bool = False) -> tuple[float | None, float | None]:
-    """Hodges-Lehmann interval of the ratio new/base, from the pairwise ratios.
+    """Hodges-Lehmann interval of the ratio new/base (``ratio_estimate`` without its centre).
 
-    Uses the normal approximation to the Mann-Whitney distribution for the order
-    statistics; returns (None, None) when the samples are too small for one. The order
-    statistics of the log differences are those of the ratios themselves (the log keeps
-    the order), and a division is rounded the same on every CPU where numpy's vectorized
-    log and exp are not: their last digit differed between an AVX-512 machine and one
-    without, and with it the bytes of report.json. ``ordered``: both samples come in
-    ascending order (slices of ``sorted_samples``), so a subsample needs no sort.
+    (None, None) when the samples are too small for one.
     """
-    base = base[base > 0]
-    new = new[new > 0]
-    if len(base) < 2 or len(new) < 2:
-        return None, None
-    base = _subsample(base, max_pairs, ordered)
-    new = _subsample(new, max_pairs, ordered)
-    ratios = np.divide.outer(new, base).ravel()
-    nb, nn = len(base), len(new)
-    z = _normal_quantile(0.5 + confidence / 2)
-    # The interval is [D(C), D(nm + 1 − C)] of the sorted ratios (1-based), with
-    # C = floor(nm/2 − z·√(nm(n+m+1)/12)); 0-based that is [C − 1, nm − C].
-    c = int(math.floor(nb * nn / 2 - z * math.sqrt(nb * nn * (nb + nn + 1) / 12)))
-    if c < 1:
-        return None, None
-    # Only two order statistics are needed: a partition is linear, a sort is not.
-    lo, hi = c - 1, ratios.size - c
-    low, high = np.partition(ratios, [lo, hi])[[lo, hi]]
-    return float(low), float(high)
+    _, low, high = ratio_estimate(base, new, confidence, max_pairs, ordered)
+    return low, high
+
+
+# Ratios partitioned at once (8 bytes each, a few arrays of them): bounds the memory of
+# ``hodges_lehmann_by_group``.
+CHUNK_PAIRS = 1 << 21
+
+
+def _positive_subsample(groups: np.ndarray, values: np.ndarray, n_groups: int,
+                        limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """A side's positive durations, at most ``limit`` evenly spaced ones per group.
+
+    ``groups``/``values`` ordered by (group, value). Returns the values kept (still in
+    that order) and each group's count. The picks are ``_subsample``'s (numpy's linspace
+    arithmetic, rounded half to even), so one key gives what it gives alone.
+    """
+    positive = values > 0
+    groups, values = groups[positive], values[positive]
+    counts = np.bincount(groups, minlength=n_groups)
+    kept = np.minimum(counts, limit)
+    if not (counts > limit).any():
+        return values, counts
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    group_of = np.repeat(np.arange(n_groups), kept)
+    k = np.arange(int(kept.sum())) - np.repeat(np.cumsum(kept) - kept, kept)
+    big = counts[group_of] > limit
+    step = (counts[group_of] - 1) / max(limit - 1, 1)
+    position = np.where(big, np.round(k * step), k).astype(np.int64)
+    last = big & (k == limit - 1)
+    position[last] = counts[group_of][last] - 1  # linspace ends on its stop exactly
+    return values[first[group_of] + position], kept
+
+
+def _order_statistics(base: np.ndarray, base_start: np.ndarray, n_base: int,
+                      new: np.ndarray, new_start: np.ndarray, n_new: int,
+                      picks: np.ndarray) -> np.ndarray:
+    """The ``picks`` order statistics (0-based ranks) of several groups' pairwise ratios.
+
+    The groups share their sizes (``n_base`` and ``n_new`` durations from the given
+    starts), so their ratios stack as rows of one array and one partition along the rows
+    selects them all, in linear time: a sort of every ratio costs about 30× more. Returns
+    groups × len(picks) values.
+    """
+    new_rows = new[new_start[:, None] + np.arange(n_new)]
+    base_rows = base[base_start[:, None] + np.arange(n_base)]
+    # Ratio j·n_base + i of a row is new_j / base_i, as np.divide.outer(new, base).ravel().
+    ratios = (new_rows[:, :, None] / base_rows[:, None, :]).reshape(len(new_start), -1)
+    return np.partition(ratios, picks, axis=1)[:, picks]
+
+
+def hodges_lehmann_by_group(base_group: np.ndarray, base: np.ndarray,
+                            new_group: np.ndarray, new: np.ndarray, n_groups: int,
+                            confidence: float = 0.95,
+                            max_pairs: int = DEFAULT_LIMITS.max_pairs_per_side,
+                            min_ci: int = DEFAULT_THRESHOLDS.min_ci_instances
+                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``ratio_estimate`` of every group ``0 … n_groups − 1`` at once: centre, low, high.
+
+    Each side's samples come ordered by (group, value) (``sorted_samples``). NaN where a
+    group has no positive duration on a side (centre) or fewer than ``min_ci`` durations a
+    side, as the interval of 1 vs 2 instances spans orders of magnitude ([0.004, 246.7])
+    and says nothing. Groups whose (subsampled) sizes agree want the same ranks: their
+    ratios are partitioned together (``_order_statistics``), in chunks of ``CHUNK_PAIRS``.
+    """
+    raw_base = np.bincount(base_group, minlength=n_groups)
+    raw_new = np.bincount(new_group, minlength=n_groups)
+    base_kept, n_base = _positive_subsample(base_group, np.asarray(base, float), n_groups,
+                                            max_pairs)
+    new_kept, n_new = _positive_subsample(new_group, np.asarray(new, float), n_groups,
+                                          max_pairs)
+    base_start = np.cumsum(n_base) - n_base
+    new_start = np.cumsum(n_new) - n_new
+    pairs = n_base * n_new
+    c = _interval_rank(n_base, n_new, normal_quantile(0.5 + confidence / 2)) \
+        if n_groups else np.zeros(0)
+    with_ci = (np.minimum(raw_base, raw_new) >= min_ci) & (np.minimum(n_base, n_new) >= 2) \
+        & (c >= 1)
+    c = np.where(with_ci, c, 1).astype(np.int64)  # with no interval, rank 1 is harmless
+    # Wanted 0-based ranks: the middle two, then the interval's bounds. They depend on the
+    # sizes alone, so the groups of one pair of sizes (and interval or none) go together.
+    found = np.full((n_groups, 4), np.nan)
+    sized = np.flatnonzero(pairs > 0)
+    code = (n_base[sized] * (int(n_new.max(initial=0)) + 1) + n_new[sized]) * 2 \
+        + with_ci[sized]
+    order = np.argsort(code, kind="stable")
+    runs = np.split(sized[order], np.flatnonzero(np.diff(code[order])) + 1) if len(sized) \
+        else []
+    for rows in runs:  # one pass per pair of sizes, not per key
+        nb, nn, rank = int(n_base[rows[0]]), int(n_new[rows[0]]), int(c[rows[0]])
+        size_pairs = nb * nn
+        picks = np.array([(size_pairs - 1) // 2, size_pairs // 2, rank - 1, size_pairs - rank])
+        wanted = np.unique(picks)
+        step = max(CHUNK_PAIRS // size_pairs, 1)
+        for first in range(0, len(rows), step):  # bounded memory
+            part = rows[first:first + step]
+            values = _order_statistics(base_kept, base_start[part], nb, new_kept,
+                                       new_start[part], nn, wanted)
+            found[part] = values[:, np.searchsorted(wanted, picks)]
+    centre = (found[:, 0] + found[:, 1]) / 2
+    return (centre, np.where(with_ci, found[:, 2], np.nan),
+            np.where(with_ci, found[:, 3], np.nan))
 
 
 def load_distributions() -> None:
@@ -103,7 +240,8 @@ def load_distributions() -> None:
     from scipy import special  # noqa: F401
 
 
-def _normal_quantile(q: float) -> float:
+def normal_quantile(q: float) -> float:
+    """The standard normal quantile of ``q`` (scipy.special, imported when first needed)."""
     from scipy import special
 
     return float(special.ndtri(q))
@@ -113,24 +251,55 @@ def _all_equal(base: np.ndarray, new: np.ndarray) -> bool:
     return bool(np.all(base == base[0]) and np.all(new == base[0]))
 
 
-def _exact_two_sided(u: float, n1: int, n2: int) -> float:
+# Largest n·m whose Mann-Whitney p is exact (``Limits.exact_max_pairs``). Where scipy
+# defines the exact test (no ties) its p is exact up to here and the normal
+# approximation's beyond: at 9 vs 9 that approximation is off by up to 3× for p in
+# (1e-4, 0.05), at 100 vs 100 by 11 % (and on the safe side). The null distribution of
+# sizes (m ≤ n) costs about m·mn/2 additions, 2.5 ms at 100 vs 100, once per pair of
+# sizes (cached): thousands of keys share few.
+EXACT_MAX_PAIRS = DEFAULT_LIMITS.exact_max_pairs
+
+
+@functools.lru_cache(maxsize=1024)  # at most 40 kB each: 5,001 floats
+def _lower_tail(m: int, n: int) -> np.ndarray:
+    """P(U ≤ k) of the Mann-Whitney null without ties, k = 0 … ⌊mn/2⌋ (sizes m ≤ n).
+
+    The null counts of U are the coefficients of the Gaussian binomial
+    [m + n choose m]_q = Π_{i=1..m} (1 − q^(n+i)) / (1 − q^i), built factor by factor (a
+    division by 1 − q^i is a running sum along each residue mod i). A coefficient depends
+    on lower ones only and the distribution is symmetric, so the lower half suffices; in
+    float64 its cumulative sums stay within 2e-15 of Python-integer arithmetic up to
+    100 vs 100, at a fiftieth of its cost. Read-only: the cache shares it.
+    """
+    half = m * n // 2
+    counts = np.zeros(half + 1)
+    counts[0] = 1.0
+    for i in range(1, m + 1):  # one pass per instance of the smaller side, not per row
+        shift = n + i
+        if shift <= half:
+            counts[shift:] -= counts[:-shift].copy()  # × (1 − q^(n+i))
+        padded = np.concatenate([counts, np.zeros(-len(counts) % i)]).reshape(-1, i)
+        counts = np.cumsum(padded, axis=0).ravel()[:half + 1]  # ÷ (1 − q^i)
+    tail = np.cumsum(counts) / float(math.comb(m + n, m))
+    tail.flags.writeable = False
+    return tail
+
+
+def _exact_two_sided(u: np.ndarray, n1: np.ndarray, n2: np.ndarray) -> np.ndarray:
     """Two-sided exact Mann-Whitney p of U = max(U1, U2) without ties, as scipy computes it.
 
-    The null counts of U for sizes (m, n) are the coefficients of the Gaussian binomial
-    [m + n choose m]_q = Π_{i=1..m} (1 − q^(n+i)) / (1 − q^i), built factor by factor in
-    Python integers (each partial product is [n + i choose i]_q, exact); p = 2·P(U' ≥ u),
-    at most 1.
+    p = 2·P(U' ≥ u) = 2·P(U' ≤ mn − u) by symmetry, at most 1; one null distribution per
+    distinct pair of sizes.
     """
-    m, n = min(n1, n2), max(n1, n2)
-    counts = np.zeros(m * n + 1, dtype=object)
-    counts[:] = 0
-    counts[0] = 1
-    for i in range(1, m + 1):
-        counts[n + i:] -= counts[:-(n + i)].copy()  # × (1 − q^(n+i))
-        for residue in range(i):  # ÷ (1 − q^i): a running sum along each residue mod i
-            counts[residue::i] = np.cumsum(counts[residue::i])
-    tail = int(counts[int(math.ceil(u)):].sum())
-    return min(1.0, 2 * tail / math.comb(m + n, m))
+    small, large = np.minimum(n1, n2).astype(np.int64), np.maximum(n1, n2).astype(np.int64)
+    below = np.rint(small * large - u).astype(np.int64)  # ≤ mn/2: u is the larger U
+    p = np.empty(len(u))
+    sizes = small * (int(large.max(initial=0)) + 1) + large
+    order = np.argsort(sizes, kind="stable")
+    for rows in np.split(order, np.flatnonzero(np.diff(sizes[order])) + 1) if len(u) else []:
+        tail = _lower_tail(int(small[rows[0]]), int(large[rows[0]]))
+        p[rows] = np.minimum(1.0, 2 * tail[below[rows]])
+    return p
 
 
 def compare_samples(base: np.ndarray, new: np.ndarray, confidence: float = 0.95,
@@ -276,16 +445,27 @@ def _by_group_and_value(groups: np.ndarray, values: np.ndarray, is_base: np.ndar
 
 
 def mann_whitney_by_group(base_group: np.ndarray, base: np.ndarray, new_group: np.ndarray,
-                          new: np.ndarray, n_groups: int) -> np.ndarray:
-    """Two-sided Mann-Whitney p of base vs new within every group ``0 … n_groups − 1``, at once.
+                          new: np.ndarray, n_groups: int,
+                          exact_max_pairs: int = EXACT_MAX_PAIRS) -> np.ndarray:
+    """Two-sided Mann-Whitney p of base vs new within every group (``mann_whitney_tests``)."""
+    return mann_whitney_tests(base_group, base, new_group, new, n_groups, exact_max_pairs)[0]
 
-    What ``scipy.stats.mannwhitneyu(base, new)`` gives per group, without a call per
-    group: one sort of all values by (group, value) gives each value's average rank within
-    its group and the tie sizes; from them U and scipy's normal approximation (continuity
-    and tie correction). Groups scipy decides exactly (a side of at most 8 and no ties) go
-    to the exact null distribution (``_exact_two_sided``). NaN for a group missing on
-    either side; 1 where every value of both sides is the same (no variance: scipy would
-    give NaN). Groups are numbered densely: ``n_groups`` bounds the ids.
+
+def mann_whitney_tests(base_group: np.ndarray, base: np.ndarray, new_group: np.ndarray,
+                       new: np.ndarray, n_groups: int,
+                       exact_max_pairs: int = EXACT_MAX_PAIRS
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Per group ``0 … n_groups − 1``, the two-sided Mann-Whitney p and whether it is exact.
+
+    Per group, what ``scipy.stats.mannwhitneyu(base, new, method=…)`` gives, without a
+    call per group: ``method="exact"`` for a group without ties (scipy's exact null
+    distribution assumes none) and n·m ≤ ``exact_max_pairs``, else
+    ``method="asymptotic"`` (continuity and tie correction). One sort of all values by
+    (group, value) gives each value's average rank within its group and the tie sizes;
+    from them U, its normal approximation, and the exact tail (``_exact_two_sided``). NaN
+    for a group missing on either side; 1 where every value of both sides is the same
+    (every arrangement gives the same U: exactly 1, where scipy would give NaN). Groups
+    are numbered densely: ``n_groups`` bounds the ids. Returns (p, exact) per group.
     """
     base_group = np.asarray(base_group, dtype=np.int64)
     new_group = np.asarray(new_group, dtype=np.int64)
@@ -300,7 +480,7 @@ def mann_whitney_by_group(base_group: np.ndarray, base: np.ndarray, new_group: n
     n2 = np.bincount(new_group, minlength=n_groups).astype(float)
     p = np.full(n_groups, np.nan)
     if size == 0:
-        return p
+        return p, np.zeros(n_groups, dtype=bool)
     # Runs of equal (group, value): a tie shares the average of its 1-based positions.
     new_run = np.ones(size, dtype=bool)
     new_run[1:] = (groups[1:] != groups[:-1]) | (values[1:] != values[:-1])
@@ -324,14 +504,14 @@ def mann_whitney_by_group(base_group: np.ndarray, base: np.ndarray, new_group: n
         z = (u - n1 * n2 / 2 - 0.5) / spread
     both = (n1 > 0) & (n2 > 0)
     constant = both & (np.bincount(run_group, minlength=n_groups) == 1)
-    exact = both & ~constant & ~((n1 > 8) & (n2 > 8)) & ~tied
+    exact = both & ~constant & ~tied & (n1 * n2 <= exact_max_pairs)
     normal = both & ~constant & ~exact
     if normal.any():
         p[normal] = np.clip(_normal_sf_times_two(z[normal]), 0.0, 1.0)
     p[constant] = 1.0
-    for group in np.flatnonzero(exact):
-        p[group] = _exact_two_sided(u[group], int(n1[group]), int(n2[group]))
-    return p
+    if exact.any():
+        p[exact] = _exact_two_sided(u[exact], n1[exact], n2[exact])
+    return p, exact | constant
 
 
 def adjust_bh(p_values: np.ndarray) -> np.ndarray:

@@ -16,17 +16,19 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..compare import Comparison
+from ..schema import Note
 from ..vocab import Vocabulary
+from . import late_rank, slow_rank
 from .base import FINDING_IDS, SEVERITY_ORDER, Finding
 from .comm_hides_compute import comm_hides_compute
 from .compute_split import ComputeSplit, mc2_part, split_computing
 from .fusion import FusionGroup, claimed_instances, detect_fusion, fusion_finding
 from .headline import headline, unmeasured_headline
 from .host_bound import host_bound
-from .late_rank import late_ranks
+from .late_rank import late_in_both, late_ranks, unprofiled_peers
 from .memory_growth import memory_growth, memory_sentence
 from .operators import operator_findings
-from .slow_rank import slow_ranks
+from .slow_rank import imbalances_in_both, slow_ranks
 from .story import comparability_sentence, compute_parts, framework_sentence
 
 __all__ = ["FINDING_IDS", "SEVERITY_ORDER", "Analysis", "ComputeSplit", "Finding",
@@ -58,6 +60,10 @@ class Analysis:
     compute_sentence: str = ""  # where Δ Computing went, in signed parts
     framework_sentence: str = ""  # how much of Δ Stage the framework operators explain
     comparability_sentence: str = ""  # what differs besides the stack, or ""
+    # Imbalances present in both runs (Per rank) and groups holding ranks no one profiled
+    # (Who waits for whom): said where they belong, never raised as findings.
+    rank_notes: tuple[Note, ...] = ()
+    skew_notes: tuple[Note, ...] = ()
 
     @property
     def fusion_claims(self) -> tuple[dict[int, float], dict[int, float]]:
@@ -99,7 +105,8 @@ def analyse(cmp: Comparison, vocab: Vocabulary | None = None) -> Analysis:
     if hidden:
         findings.insert(0, hidden)
     findings += operator_findings(cmp, claimed, groups)
-    findings += slow_ranks(cmp) + late_ranks(cmp) + host_bound(cmp)
+    slow, late = slow_rank.judge(cmp), late_rank.judge(cmp)  # each judged once
+    findings += slow_ranks(cmp, slow) + late_ranks(cmp, late) + host_bound(cmp)
     unmeasured = _unmeasured(cmp)
     if unmeasured:
         findings = [f for f in findings if f.id not in TIMING]
@@ -114,4 +121,6 @@ def analyse(cmp: Comparison, vocab: Vocabulary | None = None) -> Analysis:
     sentence, _ = compute_parts(cmp, compute)
     return Analysis(tuple(groups), tuple(findings), claimed, compute,
                     _operators(cmp, groups, claimed), text, memory,
-                    sentence[0].upper() + sentence[1:] + ".", framework_sentence(cmp), alike)
+                    sentence[0].upper() + sentence[1:] + ".", framework_sentence(cmp), alike,
+                    imbalances_in_both(cmp, slow) + late_in_both(cmp, late),
+                    unprofiled_peers(cmp))

@@ -1,4 +1,13 @@
-"""MC2 fusion: a fused compute+communication op on one side, its split ops on the other."""
+"""MC2 fusion: a fused compute+communication op on one side, its split ops on the other.
+
+Fused and split ops pair by key (``op_type``, ``input_shapes``): the fused keys lost, the
+collectives and compute keys gained. Several fused types can split into MatMuls of the
+same shapes (a dense layer's MatmulAllReduce and a sequence-parallel layer's
+MatmulReduceScatter both multiply [T, k]×[k, H]); their split MatMuls then share one key,
+and the key's mean would give every type the same MatMul time. Where the runs' summaries
+say which collective each MatMul-like kernel runs next to (``RunSummary.adjacent``), a
+type claims the instances next to its own collective, with their own time.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..compare import Comparison
+from ..schema import RunSummary
 from ..vocab import FusedOp, Vocabulary, default_vocabulary
 from .base import Finding, ms
 
@@ -38,12 +48,19 @@ class FusionGroup:
     spec: FusedOp
     base_claims: dict[int, float] = field(default_factory=dict)
     new_claims: dict[int, float] = field(default_factory=dict)
+    # Of the split side's compute claims, those made by adjacency: instances per step per
+    # (key, collective they run next to). Empty when the runs carry no adjacency.
+    adjacent_claims: dict[tuple[int, str], float] = field(default_factory=dict)
 
     @property
     def delta_us(self) -> float:
         """New minus base time of the group (µs per step)."""
         return self.new_total_us - self.base_total_us
 
+
+# Adjacent cells (``adjacent_cells``, None without adjacency) and the split-side instances
+# per (key, collective) earlier groups claimed from them.
+Adjacency = tuple[pd.DataFrame | None, dict[tuple[int, str], float]]
 
 # Collectives that gather the fused op's first input before its compute runs (AllGatherMatmul:
 # AllGather of x, then MatMul on the gathered x); the rest act on the compute's output.
@@ -78,6 +95,57 @@ def _gathers_input(spec: FusedOp) -> bool:
     """Whether a gathering collective runs before the compute in the split order."""
     compute = spec.split.index(spec.compute[0]) if spec.compute[0] in spec.split else 0
     return any(s.startswith(GATHERING) for s in spec.split[:compute])
+
+
+def adjacent_comm(spec: FusedOp) -> tuple[str, ...]:
+    """The collectives right next to the split compute kernel in the split order.
+
+    The one right before it (it gathered the kernel's input: AllGatherMatmul) and the one
+    right after it (the kernel feeds it: MatmulAllReduce), as read/reduce/summary.py
+    ``split_neighbours`` pairs them.
+    """
+    if not spec.compute or spec.compute[0] not in spec.split:
+        return ()
+    at = spec.split.index(spec.compute[0])
+    return tuple(s for s in (*spec.split[max(at - 1, 0):at], *spec.split[at + 1:at + 2])
+                 if s in spec.comm)
+
+
+def _side_cells(summary: RunSummary, keys: np.ndarray, units: int) -> pd.DataFrame | None:
+    """A side's adjacent kernels per (key_id, comm_type): ``count``, ``total_us`` per step.
+
+    None when its summary carries no adjacency. ``keys``: each summary row's key (a
+    side's (op_type, input_shapes) is one key); ``units``: its (rank, step) units.
+    """
+    adjacent = summary.adjacent
+    if adjacent is None:
+        return None
+    ops = summary.ops
+    near = ops["op_type"].isin(pd.unique(adjacent["op_type"].astype(str))).to_numpy()
+    lookup = pd.DataFrame({"op_type": ops["op_type"].to_numpy()[near].astype(str),
+                           "input_shapes": ops["input_shapes"].to_numpy()[near].astype(str),
+                           "key_id": keys[near]}).drop_duplicates(["op_type", "input_shapes"])
+    cells = pd.DataFrame({"op_type": adjacent["op_type"].to_numpy().astype(str),
+                          "input_shapes": adjacent["input_shapes"].to_numpy().astype(str),
+                          "comm_type": adjacent["comm_type"].to_numpy().astype(str),
+                          "count": adjacent["count"].to_numpy(np.float64),
+                          "total_us": adjacent["total_us"].to_numpy(np.float64)})
+    cells = cells.merge(lookup, on=["op_type", "input_shapes"], how="inner")
+    return cells.groupby(["key_id", "comm_type"])[["count", "total_us"]].sum() / units
+
+
+def adjacent_cells(cmp: Comparison) -> pd.DataFrame | None:
+    """Both sides' kernels next to a collective, per (key_id, comm_type), per step.
+
+    Columns ``base_count``, ``new_count`` (instances) and ``base_total_us``,
+    ``new_total_us`` (µs); None unless both runs carry adjacency.
+    """
+    base = _side_cells(cmp.base.summary, cmp.matched.base_key, cmp.base_units)
+    new = _side_cells(cmp.new.summary, cmp.matched.new_key, cmp.new_units)
+    if base is None or new is None:
+        return None
+    cells = base.add_prefix("base_").join(new.add_prefix("new_"), how="outer").fillna(0.0)
+    return cells.reset_index()
 
 
 def _derived_matches(spec: FusedOp, ops: pd.DataFrame) -> pd.Series:
@@ -171,26 +239,86 @@ def _comm_part(spec: FusedOp, cmp: Comparison, split_side: str, fused_side: str,
     return counts, times, exposed, claims
 
 
+def _claim_adjacent(spec: FusedOp, paired: pd.DataFrame, sides: tuple[str, str],
+                    wanted: float, taken: dict[int, float], adjacency: Adjacency):
+    """Claims next to the type's own collective: per key, their µs, per (key, collective).
+
+    Instances per step, up to ``wanted``; nothing without adjacency. A cell (key,
+    collective) gives at most its gain on the split side less what earlier groups took
+    from it, and a key no more than its gain left (``taken``), cells that gained most
+    first. An instance costs its cell's marginal time, (split − fused µs) / (split −
+    fused instances): ordinary MatMuls of the same shapes next to the same collective on
+    both sides (one feeding a data-parallel AllReduce) cancel out. When that is not
+    positive, the split side's mean of the cell.
+    """
+    split_side, fused_side = sides
+    cells, cells_taken = adjacency
+    comm = adjacent_comm(spec)
+    if cells is None or not comm or wanted <= 0:
+        return {}, 0.0, {}
+    room = (paired.set_index("key_id")[f"{split_side}_count"]
+            - paired.set_index("key_id")[f"{fused_side}_count"]
+            - paired["key_id"].map(taken).fillna(0.0).to_numpy()).clip(lower=0)
+    mine = cells[cells["key_id"].isin(room.index) & cells["comm_type"].isin(comm)]
+    if mine.empty:
+        return {}, 0.0, {}
+    cell = list(zip(mine["key_id"], mine["comm_type"]))
+    split_n, fused_n = mine[f"{split_side}_count"], mine[f"{fused_side}_count"]
+    gain = (split_n - fused_n - pd.Series([cells_taken.get(c, 0.0) for c in cell],
+                                          index=mine.index)).clip(lower=0)
+    gain = gain.sort_values(ascending=False, kind="stable")
+    key = mine.loc[gain.index, "key_id"]
+    before_in_key = gain.groupby(key).cumsum() - gain  # a type next to two collectives
+    gain = np.minimum(gain, (key.map(room) - before_in_key).clip(lower=0))
+    claimed = np.minimum(gain, (wanted - (gain.cumsum() - gain)).clip(lower=0))
+    split_us, fused_us = mine[f"{split_side}_total_us"], mine[f"{fused_side}_total_us"]
+    marginal = (split_us - fused_us) / (split_n - fused_n).where(split_n > fused_n)
+    each = marginal.where(marginal > 0, split_us / split_n.where(split_n > 0)).fillna(0.0)
+    by_cell = {(int(mine.at[i, "key_id"]), str(mine.at[i, "comm_type"])): float(n)
+               for i, n in claimed.items() if n > 1e-9}
+    claims: dict[int, float] = {}
+    for (key, _), n in by_cell.items():
+        claims[key] = claims.get(key, 0.0) + n
+    return claims, float((claimed * each.loc[claimed.index]).sum()), by_cell
+
+
 def _compute_part(spec: FusedOp, cmp: Comparison, sides: tuple[str, str], lost: float,
-                  taken_before: dict[int, float], owners: dict[str, frozenset[int]]):
-    """Compute ops of the group per family, their time and claims, and how they paired."""
+                  taken_before: dict[int, float], owners: dict[str, frozenset[int]],
+                  adjacency: Adjacency):
+    """Compute ops of the group per family, their time and claims, how they paired.
+
+    Also the claims made by adjacency (``_claim_adjacent``); the rest are claimed by
+    key, at the key's mean, as without adjacency.
+    """
     split_side, fused_side = sides
     if not spec.compute:
-        return {}, 0.0, {}, "counts"
+        return {}, 0.0, {}, "counts", {}
     paired, paired_by = _paired_compute_keys(cmp.operators, spec, owners, split_side,
                                              fused_side)
     gained = paired[f"{split_side}_count"].sum() - paired[f"{fused_side}_count"].sum()
     if gained < cmp.thresholds.fusion_min_share * lost:
         return None
-    claims = _claim(paired, split_side, fused_side, min(gained, lost), taken_before)
+    wanted = min(gained, lost)
+    claims, time, by_cell = _claim_adjacent(spec, paired, sides, wanted, taken_before,
+                                            adjacency)
+    taken = {k: taken_before.get(k, 0.0) + claims.get(k, 0.0)
+             for k in {*taken_before, *claims}}
+    rest = _claim(paired, split_side, fused_side, wanted - sum(claims.values()), taken)
     mean = paired.set_index("key_id")[f"{split_side}_mean_us"]
-    time = sum(n * float(mean[k]) for k, n in claims.items())
-    return {spec.compute[0]: sum(claims.values())}, time, claims, paired_by
+    time += sum(n * float(mean[k]) for k, n in rest.items())
+    for key, n in rest.items():
+        claims[key] = claims.get(key, 0.0) + n
+    return {spec.compute[0]: sum(claims.values())}, time, claims, paired_by, by_cell
 
 
 def _detect_one(spec: FusedOp, cmp: Comparison, taken: tuple[dict[int, float], dict[int, float]],
-                owners: dict[str, frozenset[int]]) -> FusionGroup | None:
-    """The group of one fused type, or None; ``taken``: (base, new) claims made before."""
+                owners: dict[str, frozenset[int]], cells: pd.DataFrame | None,
+                groups: list[FusionGroup]) -> FusionGroup | None:
+    """The group of one fused type, or None.
+
+    ``taken``: (base, new) claims ``groups`` made before; ``cells``: ``adjacent_cells``
+    (None: no adjacency).
+    """
     ops = cmp.operators
     family_rows = ops[ops["family"] == spec.fused_type]
     main = family_rows[family_rows["op_type"] == spec.fused_type]
@@ -202,12 +330,14 @@ def _detect_one(spec: FusedOp, cmp: Comparison, taken: tuple[dict[int, float], d
     lost = abs(fused_base - fused_new)
     taken_before = taken[0] if split_side == "base" else taken[1]
     comm_part = _comm_part(spec, cmp, split_side, fused_side, lost, taken_before)
+    cells_taken = _cells_claimed([g for g in groups if g.direction == direction])
     compute_part = (None if comm_part is None else
-                    _compute_part(spec, cmp, (split_side, fused_side), lost, taken_before, owners))
+                    _compute_part(spec, cmp, (split_side, fused_side), lost, taken_before,
+                                  owners, (cells, cells_taken)))
     if comm_part is None or compute_part is None:
         return None
     counts, comm_time, exposed, split_claims = comm_part
-    compute_counts, compute_time, compute_claims, paired_by = compute_part
+    compute_counts, compute_time, compute_claims, paired_by, by_cell = compute_part
     counts.update(compute_counts)
     split_claims.update(compute_claims)
     times = comm_time + compute_time
@@ -221,7 +351,16 @@ def _detect_one(spec: FusedOp, cmp: Comparison, taken: tuple[dict[int, float], d
                                else (split_claims, fused_claims))
     return FusionGroup(spec.fused_type, direction, spec.split, float(fused_base),
                        float(fused_new), counts, float(base_total), float(new_total),
-                       float(exposed), paired_by, spec, base_claims, new_claims)
+                       float(exposed), paired_by, spec, base_claims, new_claims, by_cell)
+
+
+def _cells_claimed(groups: list[FusionGroup]) -> dict[tuple[int, str], float]:
+    """Split-side instances per step the groups claimed by adjacency, per (key, collective)."""
+    total: dict[tuple[int, str], float] = {}
+    for group in groups:
+        for cell, n in group.adjacent_claims.items():
+            total[cell] = total.get(cell, 0.0) + n
+    return total
 
 
 def claimed_instances(groups: list[FusionGroup]) -> tuple[dict[int, float], dict[int, float]]:
@@ -249,8 +388,10 @@ def detect_fusion(cmp: Comparison, vocab: Vocabulary | None = None):
     # skipped before the per-type work (≈ 5 ms a type on a small table).
     types, families = set(cmp.operators["op_type"]), set(cmp.operators["family"])
     owners = _shape_owners(cmp.operators, [s for s in specs if s.fused_type in types])
-    for spec in [s for s in specs if s.fused_type in families]:
-        group = _detect_one(spec, cmp, claimed_instances(groups), owners)
+    wanted = [s for s in specs if s.fused_type in families]
+    cells = adjacent_cells(cmp) if wanted else None
+    for spec in wanted:
+        group = _detect_one(spec, cmp, claimed_instances(groups), owners, cells, groups)
         if group:
             groups.append(group)
             for key in (*group.base_claims, *group.new_claims):

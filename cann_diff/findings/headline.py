@@ -1,8 +1,9 @@
 """The headline: one sentence a manager understands — the step verdict, and why.
 
 It names every part of the step change that holds at least a fifth of it
-(``story.step_parts``: computing, exposed communication, Free, and Bubble or Preparing
-when they move as much), each with its sign, largest first. Computing is said as its
+(``story.step_parts``: computing, exposed communication, Free, Bubble — said as "less
+Bubble", since Stage is the span less it — and Preparing when they move as much), each
+with its sign, largest first. Computing is said as its
 split (like-for-like kernels apart from work that is no longer or newly done), exposed
 communication with its collectives and the part of their elapsed time that grew. With
 one step per side the size of the change is not established, and the sentence says so.
@@ -20,29 +21,49 @@ from .compute_split import ComputeSplit
 from .fusion import FusionGroup
 from .host_bound import settings_text
 from .story import (
+    BUBBLE,
     Part,
     collective_parts,
     collectives_text,
     growth_short,
     like_for_like_examples,
     signed_ms,
+    step_change,
     step_parts,
 )
 
+BY_TYPE = " Kernels were compared by type only: the profiles record no input shapes."
 ONE_STEP = ("one capture per side: the size of the change is not established "
             "(re-collect ≥ 5 steps per side)")
 
 
 def _screened(cmp: Comparison) -> str:
-    """``; warm-up/outlier steps left out: …`` naming the screened steps, or ``""``."""
+    """``; warm-up steps left out on both sides: …`` naming them, or ``""``."""
     s = cmp.step
     if not s.screened:
         return ""
     named = ", ".join(f"{x.side} step {x.step}"
                       + (f" at {x.stage_us / x.median_us:.1f}× the median"
-                         if x.median_us > 0 else "") for x in s.screened)
-    every = f"; over all steps {fmt.pct(s.all_steps.delta_pct)}" if s.all_steps else ""
-    return f"; warm-up/outlier steps left out: {named}{every}"
+                         if x.median_us > 0 and x.reason == "warm-up" else "")
+                      for x in s.screened)
+    every = ""
+    if s.all_steps:
+        apart = abs(step_change(s.all_steps) - s.all_steps.delta_pct) > MEAN_APART
+        every = f"; over all steps {fmt.pct(step_change(s.all_steps))}" + (
+            f" (mean step {fmt.pct(s.all_steps.delta_pct)})" if apart else "")
+    return f"; warm-up steps left out on both sides: {named}{every}"
+
+
+MEAN_APART = 1.0  # points between the test's estimate and the mean's change worth saying
+
+
+def _mean(cmp: Comparison) -> str:
+    """``; the mean step …`` when an outlier moves the mean away from the test's estimate."""
+    s = cmp.step
+    if s.test is None or abs(step_change(s) - s.delta_pct) <= MEAN_APART:
+        return ""
+    return (f"; the mean step changes by {fmt.pct(s.delta_pct)}, moved by an outlier step "
+            "the test weighs as any other")
 
 
 def _caveat(cmp: Comparison) -> str:
@@ -54,7 +75,8 @@ def _compute_phrase(cmp: Comparison, compute: ComputeSplit) -> str:
     like = compute.like_for_like_us
     examples = like_for_like_examples(cmp, 1.0 if like > 0 else -1.0, 2)
     word = "slower" if like > 0 else "faster"
-    pieces = [f"like-for-like kernels {fmt.ms(abs(like))} ms {word}"
+    matched = " (matched by type: no shapes recorded)" if by_type(cmp) else ""
+    pieces = [f"like-for-like kernels{matched} {fmt.ms(abs(like))} ms {word}"
               + (f": {'; '.join(p.text(nested=True) for p in examples)}" if examples else "")]
     others = [(abs(v), v, label) for v, label in (
         (compute.removed_us, "of kernels no longer run"),
@@ -67,6 +89,11 @@ def _compute_phrase(cmp: Comparison, compute: ComputeSplit) -> str:
         _, value, label = max(others)
         pieces.insert(0, f"{signed_ms(value)} {label}")
     return "; ".join(pieces)
+
+
+def by_type(cmp: Comparison) -> bool:
+    """Whether kernels were compared by type only (the ``no-shapes`` note: Level0)."""
+    return any(note.code == "no-shapes" for note in cmp.warnings)
 
 
 def _comm_phrase(cmp: Comparison) -> str:
@@ -96,6 +123,9 @@ def free_phrase(cmp: Comparison) -> str:
 
 
 def _part_phrase(cmp: Comparison, part: Part, compute: ComputeSplit) -> str:
+    if part.name == BUBBLE:  # Stage = span − Bubble: said the way it adds
+        return (f"less Bubble {signed_ms(part.delta_us)} (pipeline receive time, which "
+                "Stage leaves out)")
     detail = ""
     if part.name == "computing":
         detail = _compute_phrase(cmp, compute)
@@ -115,18 +145,21 @@ def _hidden(cmp: Comparison, fusion: Sequence[FusionGroup], compute: ComputeSpli
             hidden: Finding) -> str:
     s = cmp.step
     base_new = f"{fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms per step"
-    gain = f"its like-for-like kernels got {fmt.ms(-compute.like_for_like_us)} ms faster"
+    matched = " (matched by type: no shapes recorded)" if by_type(cmp) else ""
+    gain = (f"its like-for-like kernels{matched} got {fmt.ms(-compute.like_for_like_us)} ms "
+            "faster")
     rest = [_part_phrase(cmp, p, compute) for p in step_parts(cmp)
             if p.name not in ("computing", "exposed communication")]
     comm = (f"exposed communication grew by {fmt.ms(hidden.data['delta_exposed_us'])} ms"
             f" ({_comm_phrase(cmp)}){_split_cause(fusion)}")
     tail = f"; {'; '.join(rest)}" if rest else ""
-    if s.delta_us > 0:
-        return (f"{cmp.new.label} is {s.delta_pct:.1f}% slower than {cmp.base.label} "
-                f"({base_new}{_screened(cmp)}{_caveat(cmp)}): {gain}, but {comm}{tail}.")
-    return (f"{cmp.new.label} is only {-s.delta_pct:.1f}% faster than {cmp.base.label} "
-            f"({base_new}{_screened(cmp)}{_caveat(cmp)}): {gain}, but {comm}, eating most "
-            f"of the gain{tail}.")
+    if step_change(s) > 0:
+        return (f"{cmp.new.label} is {abs(step_change(s)):.1f}% slower than {cmp.base.label} "
+                f"({base_new}{_mean(cmp)}{_screened(cmp)}{_caveat(cmp)}): {gain}, but "
+                f"{comm}{tail}.")
+    return (f"{cmp.new.label} is only {abs(step_change(s)):.1f}% faster than {cmp.base.label} "
+            f"({base_new}{_mean(cmp)}{_screened(cmp)}{_caveat(cmp)}): {gain}, but {comm}, "
+            f"eating most of the gain{tail}.")
 
 
 def _unchanged(cmp: Comparison) -> str:
@@ -134,15 +167,15 @@ def _unchanged(cmp: Comparison) -> str:
     base_new = f"{fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms per step"
     between = f"{cmp.base.label} and {cmp.new.label}"
     if s.significant:
-        return (f"Step time between {between} changed by {fmt.pct(s.delta_pct)} ({base_new}"
-                f"{_screened(cmp)}): significant, but below the {s.threshold_pct:g}% step "
-                "threshold.")
+        return (f"Step time between {between} changed by {fmt.pct(step_change(s))} ({base_new}"
+                f"{_mean(cmp)}{_screened(cmp)}): significant, but below the "
+                f"{s.threshold_pct:g}% step threshold.")
     if s.significant is None:
         return (f"No change in step time beyond the {s.threshold_pct:g}% threshold between "
                 f"{between} ({base_new}, {fmt.pct(s.delta_pct)}; one step per side: "
                 f"significance unknown{_screened(cmp)}).")
     return (f"No significant change in step time between {between} ({base_new}, "
-            f"{fmt.pct(s.delta_pct)}{_screened(cmp)}).")
+            f"{fmt.pct(step_change(s))}{_mean(cmp)}{_screened(cmp)}).")
 
 
 def unmeasured_headline(cmp: Comparison, labels: Sequence[str]) -> str:
@@ -167,8 +200,11 @@ def headline(cmp: Comparison, findings: Sequence[Finding], fusion: Sequence[Fusi
     if s.status == "unchanged":
         return _unchanged(cmp)
     word = "slower" if s.status == "regressed" else "faster"
-    parts = [_part_phrase(cmp, p, compute) for p in step_parts(cmp)]
+    named = step_parts(cmp)
+    parts = [_part_phrase(cmp, p, compute) for p in named]
     why = f": {'; '.join(parts)}" if parts else ""
-    return (f"{cmp.new.label} is {abs(s.delta_pct):.1f}% {word} than {cmp.base.label} "
-            f"({fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms per step{_screened(cmp)}"
-            f"{_caveat(cmp)}){why}{_split_cause(fusion)}.")
+    # Said once: in the computing phrase when computing is named, else after the verdict.
+    shapeless = BY_TYPE if by_type(cmp) and all(p.name != "computing" for p in named) else ""
+    return (f"{cmp.new.label} is {abs(step_change(s)):.1f}% {word} than {cmp.base.label} "
+            f"({fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms per step{_mean(cmp)}"
+            f"{_screened(cmp)}{_caveat(cmp)}){why}{_split_cause(fusion)}.{shapeless}")

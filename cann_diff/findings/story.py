@@ -6,10 +6,11 @@ example quoted for a part has that part's sign and carries its status mark. The 
 travel with the finding (``Finding.data["parts"]``) so that a test can hold each number
 of the text against them.
 
-* ``step_parts``: Δ Stage = Δ Computing + Δ exposed communication + Δ Free; every part
-  holding at least ``headline_share`` (20 %) of |Δ step| is named, largest first, and more
-  until the named parts cover at least 80 % of it. Bubble and Preparing are other
-  figures (Stage excludes them) and are named when they move as much.
+* ``step_parts``: Δ Stage = Δ Computing + Δ exposed communication + Δ Free − Δ Bubble;
+  every part holding at least ``NAMED_SHARE`` (20 %, as the share is shown: whole percent)
+  of |Δ step| is named, largest first, and more until the named parts, each with the sign
+  it enters Stage with, cover at least 80 % of it. Preparing lies outside Stage and is
+  named when it moves as much.
 * ``compute_parts``: Δ Computing split once (compute_split.py): like-for-like kernels,
   kernels only in base, only in new, count changes, reshaped keys, MC2, the rest.
 * ``comm_parts``: exposed communication by collective type, and which part of the
@@ -35,7 +36,8 @@ COVERED_SHARE = 0.8
 STEP_PARTS = (("computing", "computing"), ("communication_not_overlapped",
                                             "exposed communication"),
               ("free", "Free (device idle)"))
-OTHER_PARTS = (("bubble", "Bubble"), ("preparing", "Preparing (host before the first kernel)"))
+BUBBLE = "Bubble"
+OTHER_PARTS = (("preparing", "Preparing (host before the first kernel, outside Stage)"),)
 MARKS = {"regressed": "regressed", "improved": "improved", "not-significant": "~",
          "untested": "untested", "unchanged": "under the threshold",
          "count-changed": "count changed", "added": "only in new", "removed": "only in base",
@@ -75,26 +77,58 @@ def parts_data(parts: list[Part]) -> list[dict]:
 # --------------------------------------------------------------------------- the step
 
 
+def _share_named(delta: float, step: float) -> bool:
+    """Whether a part holds NAMED_SHARE of |Δ step| as its share is shown (whole percent).
+
+    A part the report shows as "20 %" of the change is named: the rule reads the number
+    the reader sees, not its unrounded twin.
+    """
+    return round(abs(delta) / abs(step) * 100) >= round(NAMED_SHARE * 100)
+
+
 def step_parts(cmp: Comparison) -> list[Part]:
-    """The parts of the step change a sentence must name (see the module docstring)."""
+    """The parts of the step change a sentence must name (see the module docstring).
+
+    Stage = Computing + exposed communication + Free − Bubble: a Bubble part's
+    ``delta_us`` is its own change, and it enters the step with the opposite sign
+    (``step_sign``); Preparing lies outside Stage.
+    """
     s = cmp.step
     step = s.delta_us
     if not math.isfinite(step) or step == 0:
         return []
     parts = [Part(label, s.breakdown[name]["delta_us"]) for name, label in STEP_PARTS
              if not fmt.is_missing(s.breakdown.get(name, {}).get("delta_us"))]
+    bubble = s.breakdown.get("bubble", {}).get("delta_us")
+    if not fmt.is_missing(bubble) and bubble != 0:
+        parts.append(Part(BUBBLE, bubble))
     parts.sort(key=lambda p: -abs(p.delta_us))
-    named = [p for p in parts if abs(p.delta_us) >= NAMED_SHARE * abs(step)]
+    named = [p for p in parts if _share_named(p.delta_us, step)]
     for part in parts:
-        if abs(step - sum(p.delta_us for p in named)) <= (1 - COVERED_SHARE) * abs(step):
+        if abs(step - sum(step_sign(p) * p.delta_us for p in named)) <= \
+                (1 - COVERED_SHARE) * abs(step):
             break
         if part not in named:
             named.append(part)
     named.sort(key=lambda p: -abs(p.delta_us))
     others = [Part(label, s.breakdown[name]["delta_us"]) for name, label in OTHER_PARTS
               if not fmt.is_missing(s.breakdown.get(name, {}).get("delta_us"))
-              and abs(s.breakdown[name]["delta_us"]) >= NAMED_SHARE * abs(step)]
+              and _share_named(s.breakdown[name]["delta_us"], step)]
     return named + others
+
+
+def step_change(figures) -> float:
+    """The step change the status follows, in %: the step test's estimate, else the mean's.
+
+    ``figures``: a ``StepComparison`` or its ``StepFigures`` (``all_steps``).
+    """
+    shift = getattr(figures, "shift_pct", float("nan"))
+    return shift if shift == shift else figures.delta_pct
+
+
+def step_sign(part: Part) -> float:
+    """The sign with which a step part enters Δ Stage: −1 for Bubble, +1 for the others."""
+    return -1.0 if part.name == BUBBLE else 1.0
 
 
 # --------------------------------------------------------------------------- computing
@@ -225,8 +259,21 @@ PARTS = (("transit", "transfer"), ("wait", "waiting for a peer"),
          ("idle", "idle between tasks"))
 
 
+def _direction(cmp: Comparison) -> float:
+    """+1 when exposed communication grew (or did not move), −1 when it fell."""
+    delta = cmp.step.breakdown.get("communication_not_overlapped", {}).get("delta_us")
+    return -1.0 if not fmt.is_missing(delta) and delta < 0 else 1.0
+
+
 def _grown(cmp: Comparison) -> pd.DataFrame:
+    """The collective types that moved the way exposed communication did.
+
+    Grown when it grew (more operations, or more exposed time); fallen when it fell: a fall
+    is explained by what fell, never by what grew.
+    """
     table = cmp.comm_types
+    if _direction(cmp) < 0:
+        return table[(table["delta_count"] < -1e-9) | (table["delta_exposed_us"] < 0)]
     return table[(table["delta_count"] > 1e-9) | (table["delta_exposed_us"] > 0)]
 
 
@@ -287,17 +334,19 @@ def _sum(table: pd.DataFrame, column: str) -> float:
 
 
 def task_detail(table: pd.DataFrame) -> str:
-    """Link transfer over planes and the algorithm change of ``table``'s types, or ``""``."""
+    """The data moved over links and the algorithm change of ``table``'s types, or ``""``.
+
+    The link time summed over planes is not said here: beside a wall-clock transfer it
+    reads as transfer time (it grows with the planes used while transfer shortens);
+    "Where the collectives' time went" shows it, explained.
+    """
     if parts_source(table) != "hccl_tasks":
         return ""
     pieces = []
-    busy = [_sum(table, f"{side}_task_link_busy_us") for side in ("base", "new")]
     mb = [_sum(table, f"{side}_task_link_mb") for side in ("base", "new")]
-    if all(math.isfinite(v) for v in busy) and max(busy) > 0:
-        volume = (f", {mb[0]:,.1f} → {mb[1]:,.1f} MB" if all(math.isfinite(v) for v in mb)
-                  else "")
-        pieces.append(f"link transfer {fmt.ms(busy[0])} → {fmt.ms(busy[1])} ms summed over "
-                      f"planes{volume}")
+    if all(math.isfinite(v) for v in mb) and max(mb) > 0 and \
+            f"{mb[0]:,.1f}" != f"{mb[1]:,.1f}":
+        pieces.append(f"data over links {mb[0]:,.1f} → {mb[1]:,.1f} MB per step")
     for row in table.itertuples():
         b, n = getattr(row, "base_algorithm", None), getattr(row, "new_algorithm", None)
         if b and n and b != n:
@@ -306,7 +355,10 @@ def task_detail(table: pd.DataFrame) -> str:
 
 
 def growth_short(cmp: Comparison) -> str:
-    """Which part of the collectives' elapsed time grew most, in a few words, or ``""``."""
+    """Which part of the collectives' elapsed time moved most, in a few words, or ``""``.
+
+    It moves the way exposed communication did: a fall names the part that fell most.
+    """
     kind, _, data = growth_kind(cmp)
     if kind == "unknown":
         return ""
@@ -314,53 +366,62 @@ def growth_short(cmp: Comparison) -> str:
             "idle": "idle between tasks"}[kind]
     part = {"transfer": "transit", "waiting": "wait", "idle": "idle"}[kind]
     sums = data["parts"][part]
-    count = "more operations" if data["operations"] == "more" else "the same count"
+    verb = "fell" if data.get("direction", 1.0) < 0 else "grew"
+    count = {"more": "more operations", "fewer": "fewer operations"}.get(
+        data["operations"], "the same count")
     grown = _grown(cmp)
     table = grown if len(grown) else cmp.comm_types
     source = " (HCCL tasks, every plane)" if data.get("source") == "hccl_tasks" else ""
     detail = task_detail(table)
-    return (f"{word} grew {fmt.ms(sums['base'])} → {fmt.ms(sums['new'])} ms per step"
+    return (f"{word} {verb} {fmt.ms(sums['base'])} → {fmt.ms(sums['new'])} ms per step"
             f"{source}, with {count}" + (f"; {detail}" if detail else ""))
 
 
 def growth_kind(cmp: Comparison) -> tuple[str, str, dict]:
-    """Which part of the grown communication grew most, in words, and the figures.
+    """Which part of the moved communication moved most, in words, and the figures.
 
     Returns (kind, sentence, data): kind is ``transfer``, ``waiting``, ``idle`` or
-    ``unknown`` (no communication.json, or no part grew); the sentence names it with its
-    numbers and says "more operations", "slower transfers" (the same count, transit time
-    grew) or "the same operations" (neither).
+    ``unknown`` (no communication.json, or no part moved the way exposed communication
+    did); the sentence names it with its numbers and says "more operations", "slower
+    transfers" (the same count, transit time grew) or "the same operations" (neither).
+    ``data["direction"]`` is +1 when exposed communication grew, −1 when it fell.
     """
+    direction = _direction(cmp)
     grown = _grown(cmp)
-    more = float(grown["delta_count"].clip(lower=0).sum()) if len(grown) else 0.0
+    more = float(grown["delta_count"].sum()) if len(grown) else 0.0
     table = grown if len(grown) else cmp.comm_types
     sums = _part_sums(table)
     ops = _operations(more, sums)
-    data = {"operations": "more" if more > 1e-9 else "slower", "parts": sums or {},
-            "source": parts_source(table)}
+    data = {"operations": "more" if more > 1e-9 else "fewer" if more < -1e-9 else "slower",
+            "parts": sums or {}, "source": parts_source(table), "direction": direction}
     if not sums:
         return "unknown", (f"{ops}; without communication.json transfer, waiting and idle "
                            "time cannot be told apart"), {**data, "kind": "unknown"}
     growth = {part: sums[part]["new"] - sums[part]["base"] for part, _ in PARTS}
-    finite = {p: g for p, g in growth.items() if math.isfinite(g)}
+    finite = {p: g * direction for p, g in growth.items() if math.isfinite(g)}
     top = max(finite, key=finite.__getitem__) if finite else None
     if top is None or finite[top] <= 0:
-        return "unknown", f"{ops}; no part of the elapsed time grew", {**data, "kind": "unknown"}
+        moved = "fell" if direction < 0 else "grew"
+        return "unknown", f"{ops}; no part of the elapsed time {moved}", \
+            {**data, "kind": "unknown"}
     words = dict(PARTS)
     figures = ", ".join(f"{words[p]} {ms(sums[p]['base'])} → {ms(sums[p]['new'])}"
                         for p, _ in PARTS if p in finite)
     kind = {"transit": "transfer", "wait": "waiting", "idle": "idle"}[top]
     source = "HCCL tasks, every plane" if data["source"] == "hccl_tasks" else JSON_SOURCE
     detail = task_detail(table)
-    return kind, (f"{words[top]} (+{ms(finite[top])} per step; {figures}; from {source}"
+    sign = "-" if direction < 0 else "+"
+    return kind, (f"{words[top]} ({sign}{ms(finite[top])} per step; {figures}; from {source}"
                   + (f"; {detail}" if detail else "") + f"), from {ops}"), \
         {**data, "kind": kind}
 
 
 def _operations(more: float, sums: dict | None) -> str:
-    """More operations, or the same ones: slower transfers only when transit time grew."""
+    """More or fewer operations, or the same ones: slower transfers when transit grew."""
     if more > 1e-9:
         return f"more operations ({more:+g} per step)"
+    if more < -1e-9:
+        return f"fewer operations ({more:+g} per step)"
     transit = (sums or {}).get("transit", {})
     grew = math.isfinite(transit.get("new", math.nan) - transit.get("base", math.nan)) and \
         transit["new"] > transit["base"]

@@ -197,6 +197,9 @@ def _step_breakdown(datas: list[RankResult], warnings: list[Note]) -> tuple[pd.D
     steps = steps[list(STEP_COLUMNS)] if len(steps.columns) else steps
     if not len(steps.columns):
         steps = pd.DataFrame({c: pd.Series(dtype="float64") for c in STEP_COLUMNS})
+    differ = _ledger_note(datas)
+    if differ is not None:
+        warnings.append(differ)
     if not derived:
         return steps, "step_trace_time"
     if len(derived) == len(stepped):
@@ -208,6 +211,35 @@ def _step_breakdown(datas: list[RankResult], warnings: list[Note]) -> tuple[pd.D
                          f"{_rank_list(derived)}: their step breakdown is recomputed "
                          "from kernel intervals"))
     return steps, "mixed"
+
+
+# Differences under the display precision (10 µs) are the profiler's rounding, not news.
+LEDGER_NOTE_US = 10.0
+LEDGER_WORDS = {"computing": "Computing", "communication": "Communication",
+                "communication_not_overlapped": "exposed communication",
+                "overlapped": "Overlapped", "free": "Free", "stage": "Stage",
+                "bubble": "Bubble"}
+
+
+def _ledger_note(datas: list[RankResult]) -> Note | None:
+    """The ``steps-ledger`` note: the profiler's figures differ from the kernels'.
+
+    Said once for the run, with the largest difference of each field over its ranks.
+    """
+    largest: dict[str, float] = {}
+    for data in datas:
+        for name, gap in data.step_differ.items():
+            largest[name] = max(largest.get(name, 0.0), gap)
+    shown = {k: v for k, v in largest.items() if v >= LEDGER_NOTE_US}
+    if not shown:
+        return None
+    parts = ", ".join(f"{LEDGER_WORDS.get(k, k)} by up to {v / 1000:.2f} ms"
+                      for k, v in sorted(shown.items(), key=lambda kv: -kv[1]))
+    return Note("steps-ledger", "the profiler's own step breakdown (step_trace_time.csv / "
+                f"analysis.db) differs from the kernel rows' ({parts}): the step figures "
+                "here are the kernels', so that each collective's exposed time and Free's "
+                "parts add up to them (some exports count a collective's HCCL task time "
+                "rather than its span)", {"differ_us": shown})
 
 
 def _rank_list(ranks: list[int], limit: int = 12) -> str:
@@ -523,7 +555,7 @@ def _stacked(frames: list[pd.DataFrame | None], ranks: list[int]) -> pd.DataFram
 
 
 def _non_compute_of(datas: list[RankResult]) -> dict[str, Any]:
-    """Run.collectives, collective_links, collectives_source, host_steps, step_lanes.
+    """The Run's non-compute fields: collectives and theirs, host steps, lanes, launch source.
 
     Each rank's frame under its rank id (assigned once every rank is read); lanes per rank.
     """
@@ -534,6 +566,8 @@ def _non_compute_of(datas: list[RankResult]) -> dict[str, Any]:
             "collectives_source": {rank: d.collectives_source for d, rank in zip(datas, ranks)
                                    if d.collectives is not None},
             "host_steps": _stacked([d.host_steps for d in datas], ranks),
+            "host_launch_source": {rank: d.host_launch_source
+                                   for d, rank in zip(datas, ranks) if d.host_launch_source},
             "step_lanes": lanes}
 
 

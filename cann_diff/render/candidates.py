@@ -35,8 +35,8 @@ CHART = "candidates_step"
 def _step_mark(step) -> str:
     """Δ% of a step with its verdict; ``~`` when the test found no significant change."""
     if step.significance == "tested" and not step.significant:
-        return f"{fmt.pct(step.delta_pct)} ~"
-    return f"{fmt.pct(step.delta_pct)} ({step.status})"
+        return f"{fmt.pct(step.change_pct)} ~"
+    return f"{fmt.pct(step.change_pct)} ({step.status})"
 
 
 def _figure_cells(summary: CandidatesSummary, attr: str) -> list:

@@ -67,7 +67,7 @@ def has_lanes(report: Report) -> bool:
 
 
 def has_memory_timeline(report: Report) -> bool:
-    """Either run sampled its reserved memory: the memory chart has a line."""
+    """Either run sampled a compared peak's measure: the memory chart has a line."""
     return report.memory is not None and has_timeline(report.memory)
 
 

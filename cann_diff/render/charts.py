@@ -9,9 +9,14 @@ Charts a reviewer can trust at a glance:
   drawn slower/faster at full colour; ``not-significant`` keys (``~`` in the tables) light
   and hatched, ``untested`` ones light and dotted; keys the rules never call slower or
   faster (added, removed, reshaped, count-changed, unchanged) neutral grey with their word;
-* one bar ten times the next would flatten every other: the axis is then symlog;
+* one bar ten times the next would flatten every other: the axis is then symlog, its
+  decades labelled as plain numbers (``1``, ``10``, ``100``);
 * the per-rank heatmap's scale is fixed (±20 %), values beyond it clipped and labelled;
-* every label sits on the bar or line it names; legends sit outside the data;
+* every label sits on the bar or line it names, inside the axes (the limits make room for
+  it) and over no other bar; legends sit outside the data, and list the looks drawn, each
+  swatch styled as its bars (face colour, alpha, hatch);
+* the memory chart draws both peaks the table and the memory sentence speak of: reserved
+  and allocated, each of its own component, inside the frame;
 * no chart without data: ``draw_charts`` leaves a chart out (and the report says why)
   rather than draw an empty frame.
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,12 +36,20 @@ matplotlib.use("Agg")
 import matplotlib.image  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import StrMethodFormatter  # noqa: E402
+from matplotlib.ticker import FixedLocator, StrMethodFormatter  # noqa: E402
 
 from .. import format as fmt  # noqa: E402
-from ..report.model import CandidatesSummary, Memory, OperatorRow, Report  # noqa: E402
+from ..report.model import (  # noqa: E402
+    CandidatesSummary,
+    Memory,
+    MemorySeries,
+    OperatorRow,
+    PeakChange,
+    Report,
+)
 from .chart_list import (  # noqa: E402,F401 (has_rank_change, movers: the charts' own tests)
     WANTED,
     has_rank_change,
@@ -44,7 +58,6 @@ from .chart_list import (  # noqa: E402,F401 (has_rank_change, movers: the chart
     ranks_to_draw,
 )
 from .files import write_bytes_atomic, write_images  # noqa: E402
-from .memory_section import has_timeline  # noqa: E402
 from .timeline_chart import step_timeline_figure  # noqa: E402
 
 DPI = 100
@@ -122,6 +135,41 @@ def _ms(us: float | None) -> float:
     return math.nan if us is None or us != us else us / 1000
 
 
+def fit_texts(fig, ax, texts: list) -> None:
+    """Widen the x limits of ``ax`` just enough that every label in ``texts`` lies inside.
+
+    A value label sits beside its bar, in data coordinates, but its width is in pixels: no
+    fixed margin fits every label on every scale (a symlog decade is a few dozen pixels).
+    The figure is laid out once to measure each label's reach past its anchor; the limits
+    then follow, in the scale's own coordinates (where pixels are linear), as the smallest
+    span ``s`` with ``max(high, anchor + right·s) − min(low, anchor − left·s) ≤ s`` (reach
+    as a fraction of the axes' width, 2 px spare), found by fixed-point iteration.
+    """
+    import numpy as np
+
+    if not texts:
+        return
+    fig.draw_without_rendering()  # the layout engine places the axes; their width is kept
+    width = ax.get_window_extent().width
+    anchors_px = ax.transData.transform([text.get_position() for text in texts])[:, 0]
+    extents = [text.get_window_extent() for text in texts]
+    right = (np.maximum([e.x1 for e in extents] - anchors_px, 0) + 2) / width
+    left = (np.maximum(anchors_px - [e.x0 for e in extents], 0) + 2) / width
+    if right.max() + left.max() >= 1:  # labels wider than the axes: nothing fits
+        return
+    scale = ax.xaxis.get_transform()
+    low, high = scale.transform(ax.get_xlim())
+    anchors = scale.transform([text.get_position()[0] for text in texts])
+    span = high - low
+    for _ in range(50):  # the slopes are below 1: converges, ~10 steps to 1e-9
+        start = min(low, float((anchors - left * span).min()))
+        needed = max(high, float((anchors + right * span).max())) - start
+        if needed <= span * (1 + 1e-9):
+            break
+        span = needed
+    ax.set_xlim(scale.inverted().transform([start, start + span]))
+
+
 # --------------------------------------------------------------------------- step
 
 
@@ -185,14 +233,17 @@ def waterfall_figure(report: Report):
     ax.bar(last, new, color=NEW, edgecolor=INK, linewidth=0.5)
     ax.text(last, new, f"{new:,.2f}", ha="center", va="bottom")
     ax.set_ylim(0, max(base, new, level) * 1.12 or 1)
-    ax.set_xticks(range(len(names)), names, rotation=15, ha="right")
+    # Wrapped, not slanted: slanted names of neighbouring bars run into each other.
+    ax.set_xticks(range(len(names)), [textwrap.fill(name, 14) for name in names], fontsize=9)
     ax.set_ylabel("ms per step (axis from 0)")
-    ax.set_title(f"Where the step time went ({report.step.delta_pct:+.1f}%)"
+    ax.set_title(f"Where the step time went (mean step {report.step.delta_pct:+.1f}%)"
                  if report.step.delta_pct is not None else "Where the step time went")
     handles = [Patch(color=BASE, label=f"base: {short(report.base.label)}"),
-               Patch(color=NEW, label=f"new: {short(report.new.label)}"),
-               Patch(color=SLOWER, label="adds time (slower)"),
-               Patch(color=FASTER, label="saves time (faster)")]
+               Patch(color=NEW, label=f"new: {short(report.new.label)}")]
+    drawn = {bar.get_facecolor() for bar in ax.patches}  # a swatch for each bar drawn
+    handles += [Patch(color=colour, label=label) for colour, label in (
+        (SLOWER, "adds time (slower)"), (FASTER, "saves time (faster)"))
+        if to_rgba(colour) in drawn]
     fig.legend(handles=handles, loc="outside right upper", fontsize=9, frameon=False)
     return fig
 
@@ -208,11 +259,25 @@ def _label(op: OperatorRow) -> str:
     return f"{fmt.clip(fmt.visible(op.op_type), 32)} {fmt.visible(shapes)}{tag}"
 
 
-def _bar_style(op: OperatorRow, delta: float) -> dict[str, Any]:
-    """Colour and pattern of one key's bar, as the status rules allow."""
-    if op.status in SPEED_STYLES:
-        return {"color": SLOWER if delta > 0 else FASTER, **SPEED_STYLES[op.status]}
-    return {"color": NEUTRAL}
+# What a top-movers bar means, as its legend says it, in the legend's order.
+SLOWER_WORD, FASTER_WORD = "slower", "faster"
+STATUS_WORDS = {"not-significant": "~ not significant", "untested": "untested (too few instances)"}
+NEVER_CALLED = ("grey: [added, removed, reshaped, count-changed, unchanged], never called "
+                "slower or faster")
+LEGEND_ORDER = tuple([SLOWER_WORD, FASTER_WORD]
+                     + [f"{word}, {status}" for status in STATUS_WORDS.values()
+                        for word in (SLOWER_WORD, FASTER_WORD)] + [NEVER_CALLED])
+BAR_EDGE: dict[str, Any] = {"edgecolor": INK, "linewidth": 0.4}
+
+
+def _bar_style(op: OperatorRow, delta: float) -> tuple[str, dict[str, Any]]:
+    """The legend entry and the look of one key's bar, as the status rules allow."""
+    if op.status not in SPEED_STYLES:
+        return NEVER_CALLED, {"facecolor": NEUTRAL, **BAR_EDGE}
+    word = SLOWER_WORD if delta > 0 else FASTER_WORD
+    entry = f"{word}, {STATUS_WORDS[op.status]}" if op.status in STATUS_WORDS else word
+    return entry, {"facecolor": SLOWER if delta > 0 else FASTER, **BAR_EDGE,
+                   **SPEED_STYLES[op.status]}
 
 
 def _needs_symlog(deltas: list[float]) -> bool:
@@ -225,44 +290,69 @@ def _delta_text(ms: float) -> str:
     return f"{ms * 1000:+,.1f} µs" if abs(ms) < 0.1 else f"{ms:+,.2f} ms"
 
 
+def _symlog_ticks(low: float, high: float, linthresh: float) -> list[float]:
+    """0 and the powers of ten past the linear part inside [low, high].
+
+    Every other power when there are more than eight, so that no two labels touch.
+    """
+    import numpy as np
+
+    first = math.ceil(math.log10(linthresh))
+    last = math.floor(math.log10(max(abs(low), abs(high), linthresh)))
+    decades = 10.0 ** np.arange(first, last + 1)
+    decades = decades[::-1][::2][::-1] if len(decades) > 8 else decades
+    return sorted([0.0, *decades[decades <= high], *(-decades[-decades >= low])])
+
+
+def plain_number(value: float, _position: Any = None) -> str:
+    r"""A power of ten (or 0) as a plain tick label: ``−10``, ``0.1``, ``1,000``.
+
+    A symlog axis labels its decades in mathtext (``$\mathdefault{10^{1}}$``), which
+    ``text.parse_math`` off prints as written.
+    """
+    if value == 0:
+        return "0"
+    size = abs(value)
+    digits = 0 if size >= 1 else -math.floor(math.log10(size))
+    return ("−" if value < 0 else "") + f"{size:,.{digits}f}"
+
+
 def top_movers_figure(report: Report, n: int = 12):
     """Horizontal bars of the operators whose time per step moved most (Δ ms).
 
     The MC2 fusion section's rows (``OperatorRow.fusion``) are left out, as in the tables;
     ``~`` rows (not significant) are light and hatched; ``*`` marks keys without shapes.
+    The legend lists the looks drawn, each swatch styled as its bars are.
     """
     rows = movers(report, n)
     fig, ax = plt.subplots(figsize=(SIZE[0], max(3.0, 0.42 * len(rows) + 1.8)),
                            layout="constrained")
     deltas = [op.delta_us / 1000 for op in rows]
+    looks: dict[str, dict[str, Any]] = {}
+    labels = []
     for y, (op, delta) in enumerate(zip(rows, deltas)):
-        ax.barh(y, delta, edgecolor=INK, linewidth=0.4, **_bar_style(op, delta))
-        ax.text(delta, y, f" {_delta_text(delta)} ", va="center",
-                ha="left" if delta >= 0 else "right", fontsize=8)
+        entry, look = _bar_style(op, delta)
+        looks.setdefault(entry, look)
+        ax.barh(y, delta, **look)
+        labels.append(ax.text(delta, y, f" {_delta_text(delta)} ", va="center",
+                              ha="left" if delta >= 0 else "right", fontsize=8))
     ax.set_yticks(range(len(rows)), [_label(op) for op in rows])
     ax.axvline(0, color=INK, linewidth=0.8)
     ax.invert_yaxis()
     low, high = min(0.0, *deltas), max(0.0, *deltas)
     if _needs_symlog(deltas):
         second = sorted((abs(d) for d in deltas), reverse=True)[1]
-        ax.set_xscale("symlog", linthresh=max(second / 10, 1e-6))
-        # Room for the labels: a decade and more beyond the longest bar on either side.
-        ax.set_xlim(low * 12 if low < 0 else -second / 10, high * 12 if high > 0 else second / 10)
+        linthresh = max(second / 10, 1e-6)
+        ax.set_xscale("symlog", linthresh=linthresh)
+        ax.set_xlim(low if low < 0 else -linthresh, high if high > 0 else linthresh)
+        ax.xaxis.set_major_formatter(plain_number)
         scale = "symlog: one bar > 10× the next"
     else:
-        pad = 0.3 * ((high - low) or 1.0)  # room for the value labels on both ends
-        ax.set_xlim(low - pad, high + pad)
+        ax.set_xlim(low - 0.02 * ((high - low) or 1.0), high + 0.02 * ((high - low) or 1.0))
         scale = "linear"
     ax.set_xlabel(f"Δ ms per step, new − base ({scale})")
     ax.set_title("Top movers")
-    handles = [Patch(color=SLOWER, label="slower"), Patch(color=FASTER, label="faster"),
-               Patch(facecolor=GREY, edgecolor=INK, label="~ not significant", linewidth=0.4,
-                     **NOT_SIGNIFICANT),
-               Patch(facecolor=GREY, edgecolor=INK, label="untested (too few instances)",
-                     linewidth=0.4, **UNTESTED),
-               Patch(facecolor=NEUTRAL, edgecolor=INK, linewidth=0.4,
-                     label="[added, removed, reshaped, count-changed, unchanged]: never "
-                           "called slower or faster")]
+    handles = [Patch(label=entry, **looks[entry]) for entry in LEGEND_ORDER if entry in looks]
     notes = [note for note, shown in (
         (NO_SHAPES, any(not (op.input_shapes or op.base_input_shapes or op.new_input_shapes)
                         for op in rows)),
@@ -271,6 +361,9 @@ def top_movers_figure(report: Report, n: int = 12):
         if shown]
     fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=9,
                frameon=False, title="\n".join(notes) or None, title_fontsize=8)
+    fit_texts(fig, ax, labels)
+    if ax.get_xscale() == "symlog":
+        ax.xaxis.set_major_locator(FixedLocator(_symlog_ticks(*ax.get_xlim(), linthresh)))
     return fig
 
 
@@ -430,39 +523,68 @@ def draw_candidates(summary: CandidatesSummary, path: Path) -> Path:
 # --------------------------------------------------------------------------- memory
 
 
-def memory_figure(comparison: Memory) -> Figure:
-    """Reserved memory (MB) over ms since each run's first sample.
+def _memory_panels(comparison: Memory) -> list[tuple[PeakChange, MemorySeries, MemorySeries]]:
+    """(peak, base series, new series) of each measure compared: reserved, then allocated."""
+    panels = [(comparison.peak_reserved, comparison.base_timeline, comparison.new_timeline),
+              (comparison.peak_allocated, comparison.base_allocated_timeline,
+               comparison.new_allocated_timeline)]
+    return [(peak, base, new) for peak, base, new in panels
+            if peak is not None and (base.time_ms or new.time_ms)]
 
-    Both runs start at 0 so their shapes line up; the axis starts at 0 MB so that a few MB
-    on gigabytes look like what they are; the dashed lines mark each peak.
-    """
-    figure = Figure(figsize=MEMORY_SIZE, dpi=DPI, layout="constrained")
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot(1, 1, 1)
-    component = comparison.timeline_component or "no data"
-    for side, series, colour in (("base", comparison.base_timeline, BASE),
-                                 ("new", comparison.new_timeline, NEW)):
+
+def _memory_panel(axes, peak: PeakChange, base: MemorySeries, new: MemorySeries) -> None:
+    """One measure: each run's series on the rank holding its peak, the peaks dashed."""
+    column = f"{peak.measure}_mb"
+    for side, series, top, colour in (("base", base, peak.base_mb, BASE),
+                                      ("new", new, peak.new_mb, NEW)):
         if not series.time_ms:
             continue
         # Markers on short series: a timeline whose samples share one timestamp (a
         # spreadsheet-mangled file) would otherwise draw nothing.
         marker = "o" if len(series.time_ms) <= MARKER_MAX_POINTS else None
-        axes.plot(series.time_ms, series.reserved_mb, drawstyle="steps-post", color=colour,
-                  linewidth=1.5, marker=marker, markersize=3,
-                  label=f"{side} (rank {series.rank})")
-        axes.axhline(max(series.reserved_mb), color=colour, linestyle="--", linewidth=0.8,
-                     label=f"{side} peak {max(series.reserved_mb):,.1f} MB")
-    if not has_timeline(comparison):
-        axes.text(0.5, 0.5, "no memory samples", ha="center", va="center",
-                  transform=axes.transAxes)
-    else:
-        figure.legend(loc="outside lower center", ncols=4, fontsize="small", frameon=False)
-    axes.set_ylim(bottom=0)
-    axes.set_title(f"Reserved device memory ({component})")
-    axes.set_xlabel("time since first sample (ms)")
-    axes.set_ylabel("reserved (MB, axis from 0)")
+        axes.plot(series.time_ms, getattr(series, column), drawstyle="steps-post",
+                  color=colour, linewidth=1.5, marker=marker, markersize=3, label=side)
+        axes.axhline(top, color=colour, linestyle="--", linewidth=0.8, label=f"{side} peak")
+    # Room above the higher peak, so that neither line sits on the frame.
+    axes.set_ylim(0, max(peak.base_mb, peak.new_mb) * 1.15 or 1.0)
+    change = "" if peak.delta_pct is None else f" ({peak.delta_pct:+.1f} %)"
+    axes.set_title(f"Peak {peak.measure} device memory ({fmt.visible(peak.component)})\n"
+                   f"{peak.base_mb:,.1f} → {peak.new_mb:,.1f} MB{change}; "
+                   f"rank {peak.base_rank} → {peak.new_rank}", fontsize=9)
+    axes.set_xlabel("ms since the rank's first sample")
+    axes.set_ylabel(f"{peak.measure} MB (axis from 0)")
     axes.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     axes.grid(True, linewidth=0.3)
+
+
+def memory_figure(comparison: Memory) -> Figure:
+    """Device memory (MB) over ms since each run's first sample: one panel per peak.
+
+    The panels are the peaks of the table and of the memory sentence: reserved (what runs
+    out first) and allocated (what the framework used), each of its own component, on the
+    rank holding each run's peak. Both runs start at 0 so that their shapes line up; the
+    axis starts at 0 MB so that a few MB on gigabytes look like what they are; the dashed
+    lines mark each run's peak, with room above the higher one.
+    """
+    figure = Figure(figsize=MEMORY_SIZE, dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    panels = _memory_panels(comparison)
+    if not panels:
+        axes = figure.add_subplot(1, 1, 1)
+        axes.text(0.5, 0.5, "no memory samples", ha="center", va="center",
+                  transform=axes.transAxes)
+        axes.set_ylim(bottom=0)
+        axes.set_title("Device memory")
+        return figure
+    for column, (peak, base, new) in enumerate(panels, start=1):
+        _memory_panel(figure.add_subplot(1, len(panels), column), peak, base, new)
+    # One legend for the panels: the first drawn line of each name stands for them all.
+    handles: dict[str, Any] = {}
+    for line in (line for axes in figure.axes for line in axes.lines):
+        handles.setdefault(str(line.get_label()), line)
+    names = [name for name in ("base", "new", "base peak", "new peak") if name in handles]
+    figure.legend([handles[name] for name in names], names, loc="outside lower center",
+                  ncols=4, fontsize="small", frameon=False)
     return figure
 
 

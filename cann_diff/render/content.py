@@ -56,8 +56,14 @@ RUNG_NOTES = {
 }
 NO_SHAPES = inline(code("*"), ": no input shapes recorded (communication ops, Level0 exports "
                                 "and trace-only profiles carry none); the key is the type alone.")
-TASKS_NOTE = ("; it splits one HCCL plane. Where the collectives' time went, below, splits "
-              "them over every plane from the HCCL tasks")
+TASKS_SOURCE = ("Transfer, wait and idle come from the HCCL tasks of every plane (Where the "
+                "collectives' time went, below, shows communication.json's one-plane figures "
+                "beside them).")
+JSON_SOURCE = ("Transit, wait (synchronization included) and idle come from "
+               "communication.json, where elapse = transit + wait + idle (– when a run has "
+               "none); it splits one HCCL plane.")
+MIXED_SOURCE = (" Types whose runs both have HCCL tasks take them from the tasks instead (every "
+                "plane).")
 LINKS = ("hccs", "pcie", "sio", "rdma")  # SDMA is the sum of the on-node links: not repeated
 
 
@@ -81,10 +87,16 @@ def _step(report: Report, charts: Collection[str], notes: Footnotes) -> list[Blo
                       "follows the threshold alone")
         sig = "unknown" + notes.mark(caveat)
     else:
-        sig = f"{fmt.p_phrase(s.p_value)} (Welch's t-test on log step times)"
+        sig = f"{fmt.p_phrase(s.p_value)} ({s.test_name}: {fmt.pct(s.change_pct)})"
     ci = fmt.interval(s.ci_low, s.ci_high)
     ratio = (f"; new/base ratio {int(report.thresholds.confidence * 100)}% CI {ci}"
              if ci else "")
+    kept = [x for x in s.outliers]
+    if kept:
+        ratio += (". Outlier steps kept in the comparison (the test weighs them as any step): "
+                  + ", ".join(f"{x.side} step {x.step} ({fmt.ms(x.stage_us)} ms, "
+                              f"{x.stage_us / x.median_us:.1f}× the median)"
+                              for x in kept if x.median_us))
     status = s.status + (f" (significant, under the {s.threshold_pct:g}% step threshold)"
                          if s.below_threshold else "")
     gate = "" if s.gate is None else (f" Gate --fail-on-regression {s.gate_pct:g}%: "
@@ -105,14 +117,18 @@ def _step(report: Report, charts: Collection[str], notes: Footnotes) -> list[Blo
                  cell(strong(fmt.pct(s.delta_pct)))))
     blocks: list[Block] = [section("Step time", "step"), Paragraph(summary)]
     if s.screened and s.all_steps is not None:
-        left_out = ", ".join(f"{x.side} step {x.step} ({fmt.ms(x.stage_us)} ms, "
-                             f"{x.stage_us / x.median_us:.1f}× the median)"
-                             for x in s.screened if x.median_us)
+        every = s.all_steps
+        left_out = ", ".join(
+            f"{x.side} step {x.step} ({fmt.ms(x.stage_us)} ms, "
+            + (f"{x.stage_us / x.median_us:.1f}× the median)" if x.reason == "warm-up"
+               and x.median_us else "left out with the other side's warm-up)")
+            for x in s.screened)
+        estimate = every.shift_pct if every.shift_pct is not None else every.delta_pct
         blocks.append(Paragraph(inline(
-            f"Warm-up / outlier steps left out of the step comparison: {left_out}. Over "
-            f"every step the change is {fmt.pct(s.all_steps.delta_pct)} "
-            f"({fmt.ms(s.all_steps.base_us)} → {fmt.ms(s.all_steps.new_us)} ms); "
-            "--steps chooses the steps instead.")))
+            f"Warm-up steps left out of both sides, at the same positions: {left_out}. Over "
+            f"every step the step test's estimate is {fmt.pct(estimate)} (the mean step "
+            f"{fmt.ms(every.base_us)} → {fmt.ms(every.new_us)} ms, "
+            f"{fmt.pct(every.delta_pct)}); --steps chooses the steps instead.")))
     blocks.append(Table(("ms per step", "base", "new", "Δ", "Δ%"), tuple(rows),
                         ("left", "right", "right", "right", "right")))
     blocks += _compute_split(report)
@@ -185,15 +201,14 @@ def _communication(report: Report) -> list[Block]:
                      cell(fmt.ms(c.new_exposed_us), sort=c.new_exposed_us),
                      cell(transit[0], sort=transit[1]), cell(wait[0], sort=wait[1]),
                      cell(idle[0], sort=idle[1])))
+    tasks = any(c.parts_source == "hccl_tasks" for c in report.communication)
     headers = ("type", "count /step", "base ms", "new ms", "base exposed", "new exposed",
-               "Δ transit ms", "Δ wait ms", "Δ idle ms")
+               "Δ transfer ms" if tasks else "Δ transit ms", "Δ wait ms", "Δ idle ms")
+    source = (TASKS_SOURCE if all(c.parts_source == "hccl_tasks" for c in report.communication)
+              else JSON_SOURCE + (MIXED_SOURCE if tasks else ""))
     return [section("Communication by type", "communication"), Table(headers, tuple(rows)),
             Paragraph(inline("Exposed = not hidden behind computation on the same rank. "
-                             "Transit, wait (synchronization included) and idle come from "
-                             "communication.json, where elapse = transit + wait + idle (– "
-                             "when a run has none)" + TASKS_NOTE * any(
-                                 c.parts_source == "hccl_tasks" for c in report.communication)
-                             + "."))]
+                             + source))]
 
 
 # --------------------------------------------------------------------------- operators
@@ -203,7 +218,7 @@ def _operator_rows(ops: list[OperatorRow], notes: Footnotes) -> tuple[tuple[Cell
     rows = []
     for op in ops:
         marks = [notes.mark(RUNG_NOTES[op.match_kind])] if op.match_kind in RUNG_NOTES else []
-        if op.base_instances and op.new_instances and op.same_shape and not op.tested:
+        if op.base_instances and op.new_instances and op.per_instance and not op.tested:
             marks.append(notes.mark("Untested: with these instance counts no test can reach "
                                     "p < α (Mann-Whitney's smallest p is 2 / C(n + m, n)); "
                                     "the change is shown, never called slower or faster."))
@@ -265,14 +280,28 @@ def _operators(report: Report, charts: Collection[str], notes: Footnotes) -> lis
                                     "category or family comparison.")]
     plain = [op for op in report.operators if not op.fusion]
     pct = f"{report.thresholds.threshold_pct:g}%"
+    top = report.top_n
+
+    def of(status: str | tuple[str, ...]) -> list[OperatorRow]:
+        wanted = (status,) if isinstance(status, str) else status
+        return [op for op in plain if op.status in wanted]
+
+    def table(rows: list[OperatorRow]) -> list[Block]:
+        """The table of ``rows`` cut at --top, saying so when it is cut."""
+        shown: list[Block] = [_op_table(rows[:top], notes)]
+        if len(rows) > top:
+            shown.append(Paragraph(inline(f"Showing {top} of {len(rows)}, largest |Δ| "
+                                          "first; every key is in report.json.")))
+        return shown
+
     blocks: list[Block] = []
     for status, title, anchor in (("regressed", "Top regressions", "regressions"),
                                   ("improved", "Top improvements", "improvements")):
-        rows = [op for op in plain if op.status == status][: report.top_n]
+        rows = of(status)
         blocks.append(section(title, anchor))
-        blocks.append(_op_table(rows, notes) if rows else Paragraph(
-            inline(f"No operator {status} per instance, significantly and by ≥ {pct}.")))
-    unproven = [op for op in plain if op.status in ("not-significant", "untested")]
+        blocks += table(rows) if rows else [Paragraph(
+            inline(f"No operator {status} per instance, significantly and by ≥ {pct}."))]
+    unproven = of(("not-significant", "untested"))
     if unproven:
         blocks += [section(f"Moved by ≥ {pct}, not established", "not-established"),
                    Paragraph(inline(f"These keys moved per instance by at least {pct}, but "
@@ -280,35 +309,37 @@ def _operators(report: Report, charts: Collection[str], notes: Footnotes) -> lis
                                     f"significant at α = {report.thresholds.alpha:g}; ",
                                     code("untested"), ": too few instances for any test "
                                     "to reach α. Neither is called slower or faster.")),
-                   _op_table(unproven[: report.top_n], notes)]
-    counted = [op for op in plain if op.status == "count-changed"][: report.top_n]
+                   *table(unproven)]
+    counted = of("count-changed")
     if counted:
         blocks += [section("Count changed (instances per step, not speed)", "count-changed"),
                    Paragraph(inline("These keys run more or fewer instances per step; their "
                                     "Δ splits into the count effect (Δ instances × base mean) "
-                                    "and the per-instance effect. A count change is never "
-                                    "called slower or faster.")),
-                   _op_table(counted, notes)]
-    reshaped = [op for op in plain if op.status == "reshaped"][: report.top_n]
+                                    "and the per-instance effect. A type without input shapes "
+                                    "whose count moved is compared by its totals (all of its "
+                                    "Δ is count effect). A count change is never called "
+                                    "slower or faster.")),
+                   *table(counted)]
+    reshaped = of("reshaped")
     if reshaped:
         blocks += [section("Reshaped (paired by family only, different shapes)", "reshaped"),
                    Paragraph(inline("Keys paired by family without equal input shapes: their "
                                     "totals are compared, never called slower or faster.")),
-                   _op_table(reshaped, notes)]
-    quiet = [op for op in plain if op.status == "unchanged"][: report.top_n]
+                   *table(reshaped)]
+    quiet = of("unchanged")
     if quiet:
         blocks += [section(f"Below the bar (smaller than {pct} per instance)", "below"),
                    Paragraph(inline(code("~"), f": not significant at α = "
                                     f"{report.thresholds.alpha:g}; ", code(fmt.BELOW_MARK),
                                     f": significant, but smaller than {pct} per instance.")),
-                   _op_table(quiet, notes)]
+                   _op_table(quiet[:top], notes)]
     if "top_movers" in charts:
         blocks.append(Chart("top_movers", "Top movers"))
     for status, title, anchor in (("added", "Only in new (added)", "added"),
                                   ("removed", "Only in base (removed)", "removed")):
-        rows = [op for op in plain if op.status == status][: report.top_n]
+        rows = of(status)
         if rows:
-            blocks += [section(title, anchor), _op_table(rows, notes)]
+            blocks += [section(title, anchor), *table(rows)]
     unchanged = sum(op.status == "unchanged" for op in report.operators)
     blocks.append(Paragraph(inline(f"{unchanged} operator key(s) unchanged in all; every key "
                                    "is in report.json.")))
@@ -399,7 +430,7 @@ def _framework(report: Report) -> list[Block]:
     if report.framework_modules:
         mods = list(report.framework_modules[: report.top_n])
         blocks += [section("By module", "modules"), Table(
-            ("module", "count /step", "base /step", "new /step", "Δ", "per instance",
+            ("module", "ops /step", "base /step", "new /step", "Δ", "per instance",
              "status"),
             tuple((cell(code(m.module)),
                    cell(f"{fmt.count(m.base_count)} → {fmt.count(m.new_count)}"),
@@ -457,11 +488,36 @@ def _groups(report: Report) -> list[Block]:
                           sort=g.new_wait_ratio),
                      cell(links or "–")))
     return [section("Communication groups", "groups"),
-            Paragraph(inline("Per group, per step and rank (communication.json): a wait ratio "
-                             "that grows with flat transit means ranks wait for a straggler; "
-                             "growing transit means more or slower transfer.")),
+            Paragraph(inline(f"Per group, per step and rank ({_group_source(groups)}): a "
+                             "wait ratio that grows with flat transit means ranks wait for a "
+                             "straggler; growing transit means more or slower transfer.")),
             Table(("group", "ops /step", "base ms", "new ms", "base transit", "new transit",
                    "wait ratio", "bandwidth GB/s base → new"), tuple(rows), sortable=True)]
+
+
+def _group_source(groups) -> str:
+    """Where the groups' transit and wait come from, in words."""
+    sources = {g.base_parts_source for g in groups} | {g.new_parts_source for g in groups}
+    sources.discard(None)
+    if sources == {"hccl_tasks"}:
+        return "transit and wait from the HCCL tasks of every plane; bandwidth from " \
+            "communication.json"
+    if "hccl_tasks" in sources:
+        return "transit and wait from the HCCL tasks where the run has the group's tasks, " \
+            "else communication.json (one plane); bandwidth from communication.json"
+    return "communication.json"
+
+
+def _rank_source(ranks) -> str:
+    """Where the ranks' wait comes from, in words ("" when no rank has any)."""
+    sources = {r.base_parts_source for r in ranks} | {r.new_parts_source for r in ranks}
+    sources.discard(None)
+    if sources == {"hccl_tasks"}:
+        return " Wait is from the HCCL tasks of every plane."
+    if "hccl_tasks" in sources:
+        return (" Wait is from the HCCL tasks of every plane where a rank has them, else "
+                "from communication.json (one plane).")
+    return " Wait is communication.json's (one plane)." if sources else ""
 
 
 def _ranks_section(report: Report, charts: Collection[str]) -> list[Block]:
@@ -488,10 +544,13 @@ def _ranks_section(report: Report, charts: Collection[str]) -> list[Block]:
     more = f" Showing the {len(shown)} ranks that moved most; all are in report.json and " \
         "ranks.csv." if len(shown) < len(ranks) else ""
     blocks: list[Block] = [section("Per rank", "ranks")]
-    if summary + more:
-        blocks.append(Paragraph(inline(summary + more)))
+    said = (summary + more + _rank_source(ranks)).strip()
+    if said:
+        blocks.append(Paragraph(inline(said)))
     blocks.append(Table(("rank", "base step ms", "new step ms", "Δ ms", "base exposed",
                          "new exposed", "base wait", "new wait"), rows, sortable=True))
+    if report.rank_notes:
+        blocks.append(Paragraph(inline(" ".join(n.text for n in report.rank_notes))))
     if not deltas:
         blocks.append(absent("Per-rank change", "no rank is in both runs (base "
                                                 f"{ranks_text(report.base.ranks)}; new "
@@ -578,6 +637,15 @@ def _prominent(report: Report) -> list[Block]:
 
 
 PROMINENT = ("shapes-differ",)
+# Caveats that question the comparison itself: shown above the verdict.
+NOT_COMPARABLE = ("excerpt", "unrelated")
+
+
+def _not_comparable(report: Report) -> list[Block]:
+    """Above the verdict: a side that is an excerpt, or runs that are not one workload."""
+    lines = tuple(inline("⚠ ", n.text) for n in report.notes
+                  if n.code in NOT_COMPARABLE)
+    return [Warnings(lines)] if lines else []
 
 
 def _memory(report: Report, charts: Collection[str]) -> list[Block]:
@@ -595,7 +663,7 @@ def report_blocks(report: Report, charts: Collection[str] = ()) -> list[Block]:
         notes.mark(warning)
     blocks: list[Block] = [
         Heading(1, inline(f"cann-diff: {report.base.label} vs {report.new.label}")),
-        *_comparability(report),
+        *_comparability(report), *_not_comparable(report),
         Paragraph(inline(strong("Verdict:"), " ", report.headline), "verdict")]
     blocks += _side_warnings(report) + _prominent(report) + provenance_blocks(report)
     blocks += _findings(report)

@@ -43,11 +43,11 @@ def _step_case(suite: ET.Element, report: Report, label: str) -> bool:
         failure = ET.SubElement(case, "failure", type="step-regressed",
                                 message=_text(report.headline))
         failure.text = _text(f"step {fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms "
-                             f"({fmt.pct(s.delta_pct)}, {s.status}; {gate})")
+                             f"({fmt.pct(s.change_pct)}, {s.status}; {gate})")
     else:
         out = ET.SubElement(case, "system-out")
         out.text = _text(f"step {fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms "
-                         f"({fmt.pct(s.delta_pct)}, {s.status}; {gate}). {report.headline}")
+                         f"({fmt.pct(s.change_pct)}, {s.status}; {gate}). {report.headline}")
     return failed
 
 

@@ -176,8 +176,12 @@ def _hbm(comparison: Memory) -> list[Block]:
 
 
 def has_timeline(comparison: Memory) -> bool:
-    """True when either run has reserved-memory samples to draw."""
-    return bool(comparison.base_timeline.time_ms or comparison.new_timeline.time_ms)
+    """True when either run has samples of a compared peak (reserved or allocated) to draw."""
+    return any(series.time_ms for peak, series in (
+        (comparison.peak_reserved, comparison.base_timeline),
+        (comparison.peak_reserved, comparison.new_timeline),
+        (comparison.peak_allocated, comparison.base_allocated_timeline),
+        (comparison.peak_allocated, comparison.new_allocated_timeline)) if peak is not None)
 
 
 def memory_blocks(comparison: Memory, chart: bool) -> list[Block]:
@@ -191,7 +195,9 @@ def memory_blocks(comparison: Memory, chart: bool) -> list[Block]:
                                        growth["detail"]), "warning"))
     blocks += _peaks(comparison)
     if chart:
-        blocks.append(Chart("memory", "Reserved device memory over time, base vs new"))
+        drawn = " and ".join(f"peak {p.measure} ({_name(p.component)})"
+                             for p in (comparison.peak_reserved, comparison.peak_allocated) if p)
+        blocks.append(Chart("memory", f"Device memory over time, base vs new: {drawn}"))
     for part in (_components(comparison), _operators(comparison), _modules(comparison),
                  _copies(comparison), _hbm(comparison)):
         blocks += part

@@ -11,7 +11,18 @@ from collections.abc import Collection
 
 from .. import format as fmt
 from ..report import CommParts, Report
-from .document import Block, Chart, Paragraph, Table, absent, cell, inline, section, strong
+from .document import (
+    Block,
+    Chart,
+    Paragraph,
+    Table,
+    Warnings,
+    absent,
+    cell,
+    inline,
+    section,
+    strong,
+)
 
 SOURCES = (("hccl_tasks", "HCCL tasks"), ("communication.json", "communication.json"))
 
@@ -98,19 +109,34 @@ def _skew(report: Report) -> list[Block]:
     rows = tuple((cell(s.side), cell(s.comm_type), cell(fmt.visible(s.group)),
                   cell(f"{s.instances}"), cell(fmt.ms(s.median_skew_us), sort=s.median_skew_us),
                   cell(fmt.ms(s.max_skew_us), sort=s.max_skew_us),
-                  cell(f"rank {s.last_rank} ({s.last_share:.0%} of instances)"),
+                  cell(_last(s)),
                   cell(fmt.ms(s.cost_us), sort=s.cost_us),
                   cell(fmt.ms(s.last_cost_us), sort=s.last_cost_us))
                  for s in report.collectives_skew)
-    return [Paragraph(inline(
-                strong("Who waits for whom."), " Each collective instance is matched across "
-                "ranks by step, group, type and order; its skew is the last rank's start less "
-                "the first's, and the waiting it costs is the mean over ranks of (last start − "
-                "own start), ms per step and rank. The rank named is the one whose late "
-                "arrivals cost most of it: look at its host and compute before the collective. "
-                "Ranks on different hosts compare host clocks.")),
-            Table(("run", "type", "group", "instances", "skew median", "skew max",
-                   "last to arrive", "waiting cost", "of it by that rank"), rows)]
+    unseen = any(s.unprofiled for s in report.collectives_skew)
+    look = (" Where the group holds ranks no profile holds, the last of the profiled ranks is "
+            "not the one all wait for (below)." if unseen else "")
+    blocks: list[Block] = [
+        Paragraph(inline(
+            strong("Who waits for whom."), " Each collective instance is matched across "
+            "ranks by step, group, type and order; its skew is the last rank's start less "
+            "the first's, and the waiting it costs is the mean over ranks of (last start − "
+            "own start), ms per step and rank. The rank named is the one whose late "
+            "arrivals cost most of it: look at its host and compute before the collective. "
+            f"Ranks on different hosts compare host clocks.{look}")),
+        Table(("run", "type", "group", "instances", "skew median", "skew max",
+               "last to arrive", "waiting cost", "of it by that rank"), rows)]
+    if report.skew_notes:
+        blocks.append(Warnings(tuple(inline("⚠ ", n.text) for n in report.skew_notes)))
+    return blocks
+
+
+def _last(row) -> str:
+    """The last rank to arrive; among the profiled ones only when the group holds more."""
+    if row.unprofiled:
+        return (f"rank {row.last_rank} (last of the {row.ranks} "
+                f"profiled, {row.last_share:.0%} of instances)")
+    return f"rank {row.last_rank} ({row.last_share:.0%} of instances)"
 
 
 def collective_blocks(report: Report) -> list[Block]:
@@ -123,6 +149,7 @@ def collective_blocks(report: Report) -> list[Block]:
 
 FREE_ROWS = (("free_us", "Free (device idle)"),
              ("host_bound_us", "of it host-bound (device waits for a launch)"),
+             ("compile_us", "of the host-bound part, host op compilation (aclopCompile…)"),
              ("free_other_us", "of it other (synchronization, capture edges, …)"),
              ("host_busy_us", "host busy (ops on the launching threads)"),
              ("step_host_us", "host step (ProfilerStep span)"),
@@ -144,6 +171,15 @@ def _free_verdict(report: Report) -> str:
             f"waiting for the host's launches.{settings}")
 
 
+def _launched(free) -> str:
+    """`` Launches timed from: …`` naming each run's source, or ``""``."""
+    base, new = free.launch_source.get("base", ""), free.launch_source.get("new", "")
+    if not base and not new:
+        return ""
+    said = base if base == new else f"{base or '–'} (base), {new or '–'} (new)"
+    return f" Launches are timed from: {said}."
+
+
 def free_blocks(report: Report, charts: Collection[str]) -> list[Block]:
     """Where Free went, from the host side of the trace, and the picture of one step."""
     blocks: list[Block] = []
@@ -152,6 +188,8 @@ def free_blocks(report: Report, charts: Collection[str]) -> list[Block]:
         rows = []
         for name, label in FREE_ROWS:
             base, new = getattr(free.base, name), getattr(free.new, name)
+            if name == "compile_us" and fmt.is_missing(base) and fmt.is_missing(new):
+                continue  # neither run records host op compilation
             delta = None if fmt.is_missing(base) or fmt.is_missing(new) else new - base
             rows.append((cell(label), cell(fmt.ms(base), sort=base), cell(fmt.ms(new), sort=new),
                          cell("–" if delta is None else fmt.ms(delta, signed=True), sort=delta)))
@@ -159,7 +197,7 @@ def free_blocks(report: Report, charts: Collection[str]) -> list[Block]:
                    Paragraph(inline(strong(_free_verdict(report)), " From the host side of "
                                     "the trace (ms per step and rank): the host-bound part of "
                                     "a device gap is the part before the host launched the "
-                                    "task that ends it.")),
+                                    f"task that ends it.{_launched(free)}")),
                    Table(("ms per step", "base", "new", "Δ"), tuple(rows))]
     if "step_timeline" in charts:
         if not blocks:

@@ -105,13 +105,15 @@ def _figure(values: Mapping[str, float]) -> Figure:
 def _step(cmp: Comparison) -> StepResult:
     s = cmp.step
     breakdown = Breakdown(**{f.name: _figure(s.breakdown[f.name]) for f in fields(Breakdown)})
-    screened = tuple(ScreenedStep(x.side, x.step, x.stage_us, x.median_us, x.z)
-                     for x in s.screened)
+    screened, outliers = (tuple(ScreenedStep(x.side, x.step, x.stage_us, x.median_us, x.z,
+                                             x.reason) for x in steps)
+                          for steps in (s.screened, s.outliers))
     every = s.all_steps
     all_steps = None if every is None else AllSteps(
         clean(every.base_us), clean(every.new_us), clean(every.delta_us),
         clean(every.delta_pct), clean(every.p_value), clean(every.ci_low),
-        clean(every.ci_high), tuple(every.base_steps), tuple(every.new_steps))
+        clean(every.ci_high), tuple(every.base_steps), tuple(every.new_steps),
+        every.test, clean(every.shift_pct))
     return StepResult(clean(s.base_us), clean(s.new_us), clean(s.delta_us), clean(s.delta_pct),
                       clean(s.p_value), bool(s.significant),
                       "unknown" if s.significant is None else "tested",
@@ -119,7 +121,8 @@ def _step(cmp: Comparison) -> StepResult:
                       tuple(float(v) for v in s.base_samples),
                       tuple(float(v) for v in s.new_samples), breakdown,
                       float(s.threshold_pct), bool(s.below_threshold), s.gate_pct, s.gate,
-                      tuple(s.base_steps), tuple(s.new_steps), screened, all_steps)
+                      tuple(s.base_steps), tuple(s.new_steps), screened, all_steps,
+                      s.test, clean(s.shift_pct), outliers)
 
 
 def _compute(analysis: Analysis) -> ComputeSplitResult:
@@ -181,11 +184,12 @@ def _framework(cmp: Comparison, analysis: Analysis) -> dict:
             "framework_summary": summary}
 
 
-def _series(rank: int | None, frame: pd.DataFrame) -> MemorySeries:
+def _series(rank: int | None, frame: pd.DataFrame,
+            measure: str = "reserved_mb") -> MemorySeries:
     if rank is None:
         return MemorySeries()
     return MemorySeries(int(rank), tuple(frame["time_ms"].tolist()),
-                        tuple(frame["reserved_mb"].tolist()))
+                        **{measure: tuple(frame[measure].tolist())})
 
 
 def memory_section(memory: MemoryComparison, grown: Finding | None = None,
@@ -213,6 +217,11 @@ def memory_section(memory: MemoryComparison, grown: Finding | None = None,
         timeline_component=memory.timeline_component,
         base_timeline=_series(memory.base_timeline_rank, memory.base_timeline),
         new_timeline=_series(memory.new_timeline_rank, memory.new_timeline),
+        allocated_timeline_component=memory.allocated_timeline_component,
+        base_allocated_timeline=_series(memory.base_allocated_timeline_rank,
+                                        memory.base_allocated_timeline, "allocated_mb"),
+        new_allocated_timeline=_series(memory.new_allocated_timeline_rank,
+                                       memory.new_allocated_timeline, "allocated_mb"),
         headline=headline, growth=growth, warnings=memory.notes,
         copy_units=memory.copy_units, copies=rows_of(memory.copies, CopyChange),
         copies_total=_one(memory.copies_total, CopyChange),
@@ -238,10 +247,11 @@ def _parts(row: CommTypeRow, frame_row: Mapping[str, Any]) -> CommTypeRow:
                 number(f"{side}_task_elapsed_us"), number(f"{side}_task_transfer_us"),
                 number(f"{side}_task_wait_us"), number(f"{side}_task_idle_us"),
                 number(f"{side}_task_link_busy_us"), number(f"{side}_task_link_mb"))
-        if number(f"{side}_wait_us") is not None:
+        json = f"{side}_json_" if f"{side}_json_wait_us" in frame_row else f"{side}_"
+        if number(f"{json}wait_us") is not None:
             parts.setdefault("communication.json", {})[side] = CommParts(
-                number(f"{side}_elapse_us"), number(f"{side}_transit_us"),
-                number(f"{side}_wait_us"), number(f"{side}_idle_us"), None,
+                number(f"{side}_elapse_us"), number(f"{json}transit_us"),
+                number(f"{json}wait_us"), number(f"{json}idle_us"), None,
                 number(f"{side}_transit_mb"))
     return replace(row, parts=frozen(parts))
 
@@ -266,7 +276,8 @@ def _free(cmp: Comparison) -> FreeResult | None:
     t = cmp.thresholds
     bound = share is not None and share >= t.host_bound_share
     return FreeResult(_figures(host.base), _figures(host.new), share, bound,
-                      tuple(f"{s} {b} → {n}" for s, b, n in host.settings))
+                      tuple(f"{s} {b} → {n}" for s, b, n in host.settings),
+                      frozen({"base": host.launches[0], "new": host.launches[1]}))
 
 
 def _lanes(cmp: Comparison) -> tuple[StepLanes, ...]:
@@ -305,7 +316,8 @@ def build_report(cmp: Comparison, analysis: Analysis,
         invocation = invocation.dated_by_profiles([cmp.base.meta.collected,
                                                    cmp.new.meta.collected])
     return Report(
-        headline=analysis.headline,
+        headline=analysis.headline, rank_notes=analysis.rank_notes,
+        skew_notes=analysis.skew_notes,
         base=_side(cmp.base, cmp.base_steps), new=_side(cmp.new, cmp.new_steps),
         step=_step(cmp), operators=rows_of(analysis.operators, OperatorRow),
         categories=rows_of(cmp.categories, CategoryRow),
@@ -372,10 +384,10 @@ def _describe(candidate: Candidate) -> str:
     step = candidate.step
     if step.status == "regressed":
         why = f", {candidate.fusion}" if candidate.fusion != "unchanged" else ""
-        return f"{candidate.label} is {abs(step.delta_pct or 0.0):.1f}% slower{why}"
+        return f"{candidate.label} is {abs(step.change_pct or 0.0):.1f}% slower{why}"
     if step.status == "improved":
-        return f"{candidate.label} is {abs(step.delta_pct or 0.0):.1f}% faster"
-    return f"{candidate.label} is unchanged ({fmt.pct(step.delta_pct)})"
+        return f"{candidate.label} is {abs(step.change_pct or 0.0):.1f}% faster"
+    return f"{candidate.label} is unchanged ({fmt.pct(step.change_pct)})"
 
 
 def verdict(base_label: str, candidates: tuple[Candidate, ...]) -> str:

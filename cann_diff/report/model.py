@@ -20,7 +20,7 @@ from importlib import metadata
 from typing import Any
 
 from ..schema import Note
-from .json_form import SCHEMA, fields_json
+from .json_form import SCHEMA, fields_json, to_json
 
 
 @dataclass(frozen=True)
@@ -127,17 +127,43 @@ class StepResult:
     new_steps: tuple[int, ...] = ()
     screened: tuple[ScreenedStep, ...] = ()
     all_steps: AllSteps | None = None
+    # The step test (``mann-whitney`` from 5 steps a side, ``welch-log`` below, None with
+    # one step) and its estimate of the change in % (Hodges-Lehmann or geometric-mean
+    # ratio − 1; ``delta_pct`` when untested): the status and the gate follow it.
+    test: str | None = None
+    shift_pct: float | None = None
+    outliers: tuple[ScreenedStep, ...] = ()  # mid-run outlier steps, kept and named
+
+    @property
+    def change_pct(self) -> float | None:
+        """The step change the status speaks of: the test's estimate, else the mean's."""
+        return self.shift_pct if self.shift_pct is not None else self.delta_pct
+
+    @property
+    def test_name(self) -> str:
+        """The step test in words (``""`` without one)."""
+        return STEP_TESTS.get(self.test or "", "")
+
+
+STEP_TESTS = {"mann-whitney": "Mann-Whitney on the step times, Hodges-Lehmann estimate",
+              "welch-log": "Welch's t-test on log step times, ratio of geometric means"}
 
 
 @dataclass(frozen=True)
 class ScreenedStep:
-    """A step left out of the step comparison: its Stage (µs), its side's median, its z."""
+    """A step screening named: its Stage (µs), its side's median, its robust z and why.
+
+    ``reason``: ``warm-up`` (a leading outlier of its side, left out), ``paired`` (left out
+    because the other side's warm-up holds its position), ``kept`` (a mid-run outlier,
+    compared like any step).
+    """
 
     side: str
     step: int
     stage_us: float
     median_us: float
     z: float
+    reason: str = "warm-up"
 
 
 @dataclass(frozen=True)
@@ -153,6 +179,8 @@ class AllSteps:
     ci_high: float | None
     base_steps: tuple[int, ...]
     new_steps: tuple[int, ...]
+    test: str | None = None
+    shift_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -222,6 +250,12 @@ class OperatorRow:
     new_claimed: float | None = None
     mc2_us: float | None = None
     tested: bool = False
+    # How ``p_value`` was computed: ``exact`` or ``asymptotic`` (Mann-Whitney),
+    # ``signed-rank`` (a collective paired in launch order); None when not tested.
+    p_method: str | None = None
+    # Compared per instance (same-shape rung, both sides, and without shapes as many
+    # instances per step); False: compared by totals.
+    per_instance: bool = False
 
 
 @dataclass(frozen=True)
@@ -323,6 +357,11 @@ class SkewRow:
     last_share: float
     cost_us: float
     last_cost_us: float
+    # The ranks the group's tasks name (a lower bound on its size), how many of them no
+    # profile holds, and the waiting per step and rank no profiled arrival explains.
+    group_ranks: int = 0
+    unprofiled: int = 0
+    unseen_wait_us: float | None = None
 
 
 @dataclass(frozen=True)
@@ -335,6 +374,7 @@ class HostFigures:
     free_us: float | None
     host_bound_us: float | None
     free_other_us: float | None
+    compile_us: float | None = None  # host op compilation inside the host-bound waits
 
 
 @dataclass(frozen=True)
@@ -351,6 +391,9 @@ class FreeResult:
     host_bound_share: float | None
     host_bound: bool
     settings: tuple[str, ...] = ()
+    # Where each run's launch times come from (HostToDevice flows, CANN_API launch rows, the
+    # framework op's flow): {"base": …, "new": …}, "" when unknown.
+    launch_source: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -407,7 +450,11 @@ class FindingRow:
 
 @dataclass(frozen=True)
 class RankRow:
-    """One rank's step breakdown and communication, µs per step, base vs new."""
+    """One rank's step breakdown and communication, µs per step, base vs new.
+
+    Transit (transfer), wait and idle come from the rank's HCCL tasks where it has them,
+    else from communication.json: ``*_parts_source`` says which.
+    """
 
     rank: int
     base_stage: float | None
@@ -423,6 +470,12 @@ class RankRow:
     new_wait_us: float | None
     new_transit_us: float | None
     delta_stage_us: float | None
+    base_idle_us: float | None = None
+    new_idle_us: float | None = None
+    # Where wait, transit and idle come from: ``hccl_tasks`` (every plane) or
+    # ``communication.json`` (one plane); None when the rank has neither.
+    base_parts_source: str | None = None
+    new_parts_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -459,6 +512,10 @@ class GroupRow:
     paired_by: str | None = None
     base_idle_us: float | None = None
     new_idle_us: float | None = None
+    # Where transit, wait, synchronization and idle come from, per side: ``hccl_tasks``
+    # when the group is one of the run's task groups, else ``communication.json``.
+    base_parts_source: str | None = None
+    new_parts_source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -666,6 +723,10 @@ class Report:
     collectives_skew: tuple[SkewRow, ...] = ()
     skew_note: str = ""
     free: FreeResult | None = None
+    # Imbalances of the job present in both runs (Per rank) and groups holding ranks no
+    # profile holds (Who waits for whom): sentences with their data, not findings.
+    rank_notes: tuple[Note, ...] = ()
+    skew_notes: tuple[Note, ...] = ()
     # The median step of both runs for the timeline chart; not in report.json (it is a
     # drawing's data, thousands of segments).
     step_lanes: tuple[StepLanes, ...] = ()
@@ -679,6 +740,9 @@ class Report:
         """report.json content."""
         data = fields_json(self, leave_out=("notes", "top_n", "step_lanes"))
         data["warnings"] = list(self.warnings)
+        for name in ("rank_notes", "skew_notes"):  # sentences with their figures
+            data[name] = [{"code": n.code, "text": n.text, "data": to_json(dict(n.data))}
+                          for n in getattr(self, name)]
         order = ("tool", "invocation", "headline", "comparability", "base", "new", "step",
                  "operators",
                  "categories", "families", "communication", "fusion", "findings", "warnings",
@@ -744,11 +808,15 @@ class ModuleMemoryChange:
 
 @dataclass(frozen=True)
 class MemorySeries:
-    """Reserved memory over time of one rank: ms since its first sample, MB."""
+    """One measure of memory over time on one rank: ms since its first sample, MB.
+
+    A reserved timeline fills ``reserved_mb``, an allocated one ``allocated_mb``.
+    """
 
     rank: int | None = None
     time_ms: tuple[float, ...] = ()
     reserved_mb: tuple[float, ...] = ()
+    allocated_mb: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -789,7 +857,10 @@ class Memory:
     """Base vs new device memory; report.json ``memory`` (keys: ``compare/memory.py``).
 
     ``headline`` is the memory sentence of the headline and ``growth`` the
-    ``memory-growth`` finding's parts, both from the findings stage.
+    ``memory-growth`` finding's parts, both from the findings stage. The timelines are the
+    peak holders' series: reserved MB of ``timeline_component`` (``base_timeline``,
+    ``new_timeline``) and allocated MB of ``allocated_timeline_component``
+    (``base_allocated_timeline``, ``new_allocated_timeline``; None: no allocated peak).
     """
 
     threshold_pct: float
@@ -812,6 +883,9 @@ class Memory:
     copies: tuple[CopyChange, ...] = ()
     copies_total: CopyChange | None = None
     hbm: tuple[BandwidthChange, ...] = ()
+    allocated_timeline_component: str | None = None
+    base_allocated_timeline: MemorySeries = MemorySeries()
+    new_allocated_timeline: MemorySeries = MemorySeries()
 
     def to_dict(self) -> dict:
         """JSON-ready form (the ``memory`` object of report.json)."""
@@ -827,7 +901,13 @@ class Memory:
             "modules": [asdict(m) for m in self.modules],
             "timeline": {"component": self.timeline_component,
                          "base": _series_dict(self.base_timeline),
-                         "new": _series_dict(self.new_timeline)},
+                         "new": _series_dict(self.new_timeline),
+                         "allocated": None if self.allocated_timeline_component is None
+                         else {"component": self.allocated_timeline_component,
+                               "base": _series_dict(self.base_allocated_timeline,
+                                                    "allocated_mb"),
+                               "new": _series_dict(self.new_allocated_timeline,
+                                                   "allocated_mb")}},
             "headline": self.headline,
             "growth": dict(self.growth) if self.growth else None,
             "warnings": [w.text for w in self.warnings],
@@ -839,9 +919,9 @@ class Memory:
         }
 
 
-def _series_dict(series: MemorySeries) -> dict:
+def _series_dict(series: MemorySeries, measure: str = "reserved_mb") -> dict:
     return {"rank": series.rank, "time_ms": list(series.time_ms),
-            "reserved_mb": list(series.reserved_mb)}
+            measure: list(getattr(series, measure))}
 
 
 # --------------------------------------------------------------------------- several candidates

@@ -55,7 +55,11 @@ OP_FIELDS = {"start_ns": "int64", "end_ns": "int64", "op_name": "category",
              "group": "category", "algorithm": "category"}
 TASK_FIELDS = {"start_ns": "int64", "end_ns": "int64", "op": "int64", "group": "category",
                "plane": "int64", "task_type": "category", "size": "int64",
-               "link_type": "category", "transport": "category", "rdma": "category"}
+               "link_type": "category", "transport": "category", "rdma": "category",
+               "src_rank": "int64", "dst_rank": "int64"}
+# A task names no rank with UINT32_MAX (4294967295: the records and waits of a rank with
+# itself); a value from it on, a negative one or a missing one is "no rank" (-1).
+NO_RANK_FROM = 0xFFFF_FFFF
 
 
 @dataclass(frozen=True)
@@ -71,13 +75,27 @@ class CollectiveTasks:
     ``group``, ``""`` meaning any group), ``plane``, ``task_type`` (as written:
     ``Notify_Wait``), ``size`` (bytes, 0 when none), ``link_type`` (``HCCS``, ``ON_CHIP``,
     …), ``transport`` (``SDMA``, ``RDMA``, ``LOCAL``), ``rdma`` (db ``rdmaType`` name,
-    ``""`` in a trace). ``source`` says where the rows came from, for the report
-    (``trace_view.json: HCCL plane tasks``).
+    ``""`` in a trace), ``src_rank`` and ``dst_rank`` (args ``src rank`` / ``dst rank``,
+    db ``srcRank`` / ``dstRank``: the ranks the task is between, numbered as HCCL numbers
+    them in the group; -1 for none, see ``rank_ids``). ``source`` says where the rows
+    came from, for the report (``trace_view.json: HCCL plane tasks``).
     """
 
     ops: pd.DataFrame
     tasks: pd.DataFrame
     source: str
+
+
+def rank_ids(values) -> np.ndarray:
+    """Rank ids as int64, -1 where a task names none.
+
+    None: missing, not a number, negative, or HCCL's UINT32_MAX for "no peer"; so that a
+    count of ranks never counts a sentinel.
+    """
+    numbers = pd.to_numeric(pd.Series(values), errors="coerce").to_numpy(np.float64,
+                                                                         na_value=np.nan)
+    valid = np.isfinite(numbers) & (numbers >= 0) & (numbers < NO_RANK_FROM)
+    return np.where(valid, numbers, -1).astype(np.int64)
 
 
 def _conform(frame: pd.DataFrame, fields: dict[str, str]) -> pd.DataFrame:
@@ -134,6 +152,9 @@ PLAIN_TASK = (rf'^\{{"name": {_STRING}, "pid": {_INT}, "tid": {_INT}, "ts": {_ST
 # The args taken, with whether the value is text: each exactly once in a plain event.
 PLAIN_ARGS = {"type": ("task type", True), "size": ("size(Byte)", False),
               "link": (TASK_KEY, True), "transport": ("transport type", True)}
+# The ranks a task is between: numbers, at most once in a plain event (NaN in an event
+# without one; older msprof wrote neither).
+PLAIN_RANKS = {"src": "src rank", "dst": "dst rank"}
 _COLON, _CLOSE = ord(":"), ord("}")
 
 
@@ -144,9 +165,11 @@ def plain_task_columns(region: np.ndarray, starts: np.ndarray, ends: np.ndarray,
     ``region`` holds the events at ``starts``/``ends`` (ascending); ``quotes`` are the
     positions of its real quotes. Plain: each event is of the PLAIN_TASK form, its name
     is not an op-level one (``hcom_*``) and it holds each of PLAIN_ARGS once, text as
-    text and the size as a number. Returns the columns a batch of parsed plain events
-    gives (``pid``, ``tid`` int64; ``ts``, ``name``, ``type``, ``link``, ``transport``
-    Arrow text; ``dur``, ``size`` float64): the same values, with no object per event.
+    text and the size as a number, and each of PLAIN_RANKS at most once, as a number.
+    Returns the columns a batch of parsed plain events gives (``pid``, ``tid`` int64;
+    ``ts``, ``name``, ``type``, ``link``, ``transport`` Arrow text; ``dur``, ``size``,
+    ``src``, ``dst`` float64, NaN where an event names no rank): the same values, with
+    no object per event.
     The columns hold no view of ``region``.
     """
     data = pa.py_buffer(region)
@@ -169,24 +192,42 @@ def plain_task_columns(region: np.ndarray, starts: np.ndarray, ends: np.ndarray,
                "dur": _slices(data, *value(first + 6)), "name": name}
     length = closing - opening - 1
     after = region[closing + 1]
-    for column, (key, text) in PLAIN_ARGS.items():
+
+    def keyed(key: str) -> tuple[np.ndarray, np.ndarray]:  # strings spelling ``"key":``
         spelled = np.frombuffer(key.encode(), np.uint8)
         at = np.flatnonzero((length == len(key)) & (after == _COLON))
         at = at[region[opening[at] + 1] == spelled[0]]
         at = at[(region[opening[at, None] + np.arange(1, len(key) + 1)] == spelled).all(axis=1)]
         event = np.searchsorted(starts, opening[at], "right") - 1
-        at = at[(event >= 0) & (opening[at] < ends[np.maximum(event, 0)])]
-        if len(at) != len(starts) or not np.array_equal(
-                np.searchsorted(starts, opening[at], "right") - 1, np.arange(len(starts))):
-            return None  # not exactly one such key in each event
+        inside = (event >= 0) & (opening[at] < ends[np.maximum(event, 0)])
+        return at[inside], event[inside]
+
+    def cut(at: np.ndarray, text: bool) -> pa.Array | None:  # the values; None: wrong kind
         begin, end = value(at)
         is_text = opening[at + 1] == begin
         if not (is_text.all() if text else not is_text.any()):
             return None
         if text:
-            columns[column] = _slices(data, begin + 1, closing[at + 1])
-        else:  # ``, "`` follows, or ``}, "ph"`` after the last of the args
-            columns[column] = _slices(data, begin, end - (region[end - 1] == _CLOSE))
+            return _slices(data, begin + 1, closing[at + 1])
+        # ``, "`` follows, or ``}, "ph"`` after the last of the args
+        return _slices(data, begin, end - (region[end - 1] == _CLOSE))
+
+    for column, (key, text) in PLAIN_ARGS.items():
+        at, event = keyed(key)
+        if len(at) != len(starts) or not np.array_equal(event, np.arange(len(starts))):
+            return None  # not exactly one such key in each event
+        found = cut(at, text)
+        if found is None:
+            return None
+        columns[column] = found
+    for column, key in PLAIN_RANKS.items():  # at most once in each event, NaN where absent
+        at, event = keyed(key)
+        found = cut(at, False)
+        if found is None or (np.diff(event) == 0).any():  # ascending: twice is adjacent
+            return None
+        ranks = np.full(len(starts), np.nan)
+        ranks[event] = pc.cast(found, pa.float64()).to_numpy(zero_copy_only=False)
+        columns[column] = ranks
     for column in ("pid", "tid"):
         columns[column] = pc.cast(columns[column], pa.int64()).to_numpy()
     for column in ("dur", "size"):
@@ -266,8 +307,10 @@ def trace_tasks(path: Path, processes: dict, threads: dict, ops: dict[str, list]
     ``ops`` holds lists ``pid``, ``tid``, ``ts``, ``dur``, ``name``, ``algorithm`` of the
     ``hcom_*`` ``X`` events; ``tasks`` holds, as chunks (lists or Arrow arrays), ``pid``,
     ``tid``, ``ts``, ``dur``, ``name``, ``type`` (args ``task type``), ``size``, ``link``,
-    ``transport`` of the events carrying TASK_KEY. Only events of a communication process
-    count: op-level ones on a thread that is not a plane, tasks on a ``Plane <n>`` thread.
+    ``transport`` of the events carrying TASK_KEY, and where kept ``src`` and ``dst``
+    (args ``src rank``, ``dst rank``; a chunk is None where they were not kept). Only
+    events of a communication process count: op-level ones on a thread that is not a
+    plane, tasks on a ``Plane <n>`` thread.
     ``ns(texts)`` converts timestamps (an Arrow string array) to int64 ns. None when the
     trace holds no task of a plane thread.
     """
@@ -305,9 +348,27 @@ def trace_tasks(path: Path, processes: dict, threads: dict, ops: dict[str, list]
     task_frame["link_type"] = _category(tasks["link"], on_plane)
     task_frame["transport"] = _category(tasks["transport"], on_plane)
     task_frame["rdma"] = pd.Categorical.from_codes(np.zeros(len(task_frame), np.int8), [""])
+    task_frame["src_rank"] = _rank_column(tasks, "src", on_plane)
+    task_frame["dst_rank"] = _rank_column(tasks, "dst", on_plane)
     order = np.argsort(op_frame["start_ns"].to_numpy(), kind="stable")
     return CollectiveTasks(_conform(op_frame.iloc[order], OP_FIELDS),
                            _conform(task_frame, TASK_FIELDS), f"{path.name}: HCCL plane tasks")
+
+
+def _rank_column(tasks: dict[str, Chunks], column: str, keep: np.ndarray) -> np.ndarray:
+    """Rank ids (``rank_ids``) of the kept task events; -1 where a chunk lacks the column.
+
+    A chunk is None where its events were kept without their ranks, and the column is
+    absent when no chunk holds it.
+    """
+    chunks = tasks.get(column)
+    if chunks is None:
+        return np.full(int(keep.sum()), -1, np.int64)
+    parts = [np.full(len(ts), -1, np.int64) if chunk is None else
+             rank_ids(chunk.to_numpy(zero_copy_only=False) if isinstance(chunk, pa.Array)
+                      else chunk)
+             for chunk, ts in zip(chunks, tasks["ts"])]
+    return np.concatenate(parts)[keep] if parts else np.zeros(0, np.int64)
 
 
 def _strings(chunks: Chunks) -> pa.Array:
@@ -407,7 +468,9 @@ def read_db_tasks(conn: sqlite3.Connection, tables: dict[str, set[str]], path: P
                         f"{column('size', info, 'size', 'C')}, "
                         f"{column('linkType', info, 'link', 'C')}, "
                         f"{column('transportType', info, 'transport', 'C')}, "
-                        f"{column('rdmaType', info, 'rdma', 'C')} "
+                        f"{column('rdmaType', info, 'rdma', 'C')}, "
+                        f"{column('srcRank', info, 'src_rank', 'C')}, "
+                        f"{column('dstRank', info, 'dst_rank', 'C')} "
                         "FROM COMMUNICATION_TASK_INFO C JOIN TASK T "
                         "ON T.globalTaskId = C.globalTaskId", path)
     if tasks.empty:
@@ -433,6 +496,8 @@ def read_db_tasks(conn: sqlite3.Connection, tables: dict[str, set[str]], path: P
         conn, tables, "ENUM_HCCL_TRANSPORT_TYPE", TRANSPORT_TYPES))
     tasks["rdma"] = _names(tasks["rdma"], _enum(conn, tables, "ENUM_HCCL_RDMA_TYPE",
                                                 RDMA_TYPES))
+    tasks["src_rank"] = rank_ids(tasks["src_rank"])
+    tasks["dst_rank"] = rank_ids(tasks["dst_rank"])
     tasks = tasks[pd.to_numeric(tasks["end_ns"], errors="coerce").notna().to_numpy()]
     return CollectiveTasks(_conform(ops, OP_FIELDS), _conform(tasks, TASK_FIELDS),
                            f"{path.name}: COMMUNICATION_TASK_INFO + TASK")

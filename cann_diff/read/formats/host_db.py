@@ -3,7 +3,9 @@
 PYTORCH_API.connectionId → CONNECTION_IDS (id → connectionId) → TASK.connectionId or
 COMMUNICATION_OP.connectionId (docs/formats.md §7.2). The same read takes every PYTORCH_API
 row of type op (``ProfilerStep#N`` included) as host spans, for the host time of each
-step (docs/formats.md §15).
+step, and from CANN_API the runtime's launch of each task (the row whose connectionId is
+the task's: mostly ``launch`` rows of the node level) and the host op compilation rows
+(``aclopCompile…``), which time the device's waits for the host (docs/formats.md §15).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pandas as pd
 
 from ...vocab.memo import normalize_distinct
 from . import sqlite_db
-from .host_links import MODULE_PREFIX, HostLinks, HostSide, _clean_shapes
+from .host_links import COMPILE_NAMES, MODULE_PREFIX, HostLinks, HostSide, _clean_shapes
 
 API_OP, API_TRACE = 50001, 50003  # ENUM_API_TYPE op / trace (python function)
 
@@ -81,19 +83,57 @@ def _db_modules(conn, db: Path, strings, trace_type: int | None) -> pd.DataFrame
                          "name": pd.Categorical(names.str.slice(len(MODULE_PREFIX)))})
 
 
+def _device_starts(tables: dict) -> list[str]:
+    """SELECTs of every device task's start and connection id (TASK, COMMUNICATION_OP)."""
+    return [f"SELECT startNs AS device_ns, connectionId AS connection FROM {t}"
+            for t in ("TASK", "COMMUNICATION_OP")
+            if {"startNs", "connectionId"} <= tables.get(t, set())]
+
+
 def _db_links(conn, tables: dict, db: Path, op_type: int | None) -> pd.DataFrame:
     where = f"AND P.type = {op_type}" if op_type is not None else ""
     launches = ("SELECT C.connectionId AS connection, P.globalTid AS thread, "
                 "CAST(P.startNs AS INTEGER) AS launch_ns FROM PYTORCH_API P "
                 f"JOIN CONNECTION_IDS C ON C.id = P.connectionId WHERE 1 {where}")
-    devices = [f"SELECT startNs AS device_ns, connectionId AS connection FROM {t}"
-               for t in ("TASK", "COMMUNICATION_OP")
-               if {"startNs", "connectionId"} <= tables.get(t, set())]
+    devices = _device_starts(tables)
     if not devices:
         return pd.DataFrame({"device_ns": [], "thread": [], "launch_ns": []}, dtype="int64")
     frame = sqlite_db._query(conn, f"SELECT D.device_ns, L.thread, L.launch_ns FROM "
                                    f"({' UNION ALL '.join(devices)}) D JOIN ({launches}) L "
                                    "ON L.connection = D.connection", db)
+    return frame.apply(pd.to_numeric).dropna().astype("int64")
+
+
+def _db_runtime(conn, tables: dict, db: Path) -> pd.DataFrame | None:
+    """``device_ns``, ``launch_ns``: the CANN_API row carrying each task's connectionId.
+
+    A trace's HostToDevice flow starts from the same record (inside the call; the db keeps
+    the call's start). None without CANN_API or without a row that reaches a task.
+    """
+    devices = _device_starts(tables)
+    if not {"startNs", "connectionId"} <= tables.get("CANN_API", set()) or not devices:
+        return None
+    frame = sqlite_db._query(
+        conn, "SELECT D.device_ns, CAST(A.startNs AS INTEGER) AS launch_ns FROM "
+              f"({' UNION ALL '.join(devices)}) D JOIN CANN_API A "
+              "ON A.connectionId = D.connection", db)
+    frame = frame.apply(pd.to_numeric).dropna().astype("int64")
+    return frame if len(frame) else None
+
+
+def _db_compile(conn, tables: dict, db: Path) -> pd.DataFrame | None:
+    """``start_ns``, ``end_ns`` of the CANN_API host op compilation rows.
+
+    Empty when the db records the CANN level (``CANN_API``) and no compilation: then none
+    happened; None when it does not record it.
+    """
+    if not {"startNs", "endNs", "name"} <= tables.get("CANN_API", set()):
+        return None
+    names = ", ".join(f"'{name}'" for name in sorted(COMPILE_NAMES))  # our own constants
+    frame = sqlite_db._query(
+        conn, "SELECT CAST(startNs AS INTEGER) AS start_ns, CAST(endNs AS INTEGER) AS end_ns "
+              "FROM CANN_API WHERE name IN (SELECT id FROM STRING_IDS WHERE value IN "
+              f"({names}))", db)
     return frame.apply(pd.to_numeric).dropna().astype("int64")
 
 
@@ -134,8 +174,12 @@ def read_db_host_side(db: Path) -> HostSide:
         links = _db_links(conn, tables, db, op_type)
         if links.empty:
             return HostSide(spans=spans)
+        runtime = _db_runtime(conn, tables, db)
         return HostSide(HostLinks(_db_host_ops(conn, tables, db, strings, op_type),
-                                  _db_modules(conn, db, strings, trace_type), links),
+                                  _db_modules(conn, db, strings, trace_type), links,
+                                  launches=runtime, compile=_db_compile(conn, tables, db),
+                                  launch_source="CANN_API launch rows" if runtime is not None
+                                  else "PYTORCH_API via CONNECTION_IDS"),
                         spans)
 
 

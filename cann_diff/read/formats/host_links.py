@@ -2,7 +2,10 @@
 
 docs/formats.md §3.3, §7.2: flow events ``torch_to_npu`` (cat ``async_npu``; Kineto's ``ac2g``
 alike) start on the host thread at the launch and end at the kernel's ``ts``. A LinkScan
-keeps them with the framework ops and nn.Module events in the pass that reads the trace;
+keeps them with the framework ops and nn.Module events in the pass that reads the trace,
+and beside them the runtime's own launch flows (``HostToDevice``: from the CANN record that
+launched a task, inside its launch call, to the task) and the host op compilation spans
+(``AscendCL@aclopCompile…``), which time the device's waits for the host (§15);
 ``host_links`` turns its column lists into HostLinks (threads as codes, times in ns). The
 same pass keeps the HCCL algorithm (``args.alg_type``) of the op-level ``hcom_*`` events,
 for provenance, every host op span (``cpu_op`` events, ``ProfilerStep#N`` included: the
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import contains, itemgetter
+from operator import contains, itemgetter, methodcaller
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +33,17 @@ from .trace_events import DEVICE_PROCESSES, STEP_PREFIX, TraceScan, _key, scan_t
 from .trace_select import NotVouched, select_events
 
 FLOW_CATS = {"async_npu", "ac2g"}  # host launch -> device kernel (torch_npu, Kineto)
-HOST_SIDE = FLOW_CATS | {"cpu_op", "python_function"}
+RUNTIME_FLOW = "HostToDevice"  # CANN launch record -> device task (docs/formats.md §3.3)
+HOST_SIDE = FLOW_CATS | {RUNTIME_FLOW, "cpu_op", "python_function"}
+# Host op compilation as CANN names it (api_statistic.csv, CANN_API): aclop* compile the
+# op (when no cached kernel fits) before launching it; opCompile is the compile step inside
+# aclopCompileAndExecute. A trace's AscendCL level writes each as ``AscendCL@<api>``.
+COMPILE_APIS = ("aclopCompile", "aclopCompileAndExecute", "aclopCompileAndExecuteV2",
+                "opCompile")
+COMPILE_NAMES = frozenset(COMPILE_APIS) | {f"AscendCL@{api}" for api in COMPILE_APIS}
+# What the select pass looks for: a trace writes only the AscendCL@ names (each wanted
+# value costs a look at every string of its length).
+TRACE_COMPILE_NAMES = frozenset(f"AscendCL@{api}" for api in COMPILE_APIS)
 MODULE_PREFIX = "nn.Module: "
 # Op-level collectives (``hcom_allReduce__586_0_1``, no ``cat``) carry the HCCL algorithm in
 # ``args.alg_type`` (``RING-RING``; docs/formats.md §3.1). Their key is what the host-side
@@ -41,12 +54,14 @@ OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 # The metadata naming processes and threads: which task events lie on a ``Plane`` thread
 # of the HCCL process is known from them only.
 METADATA = {"process_name", "thread_name"}
-WANTED = HOST_SIDE | {ALGORITHM_KEY}
+WANTED = HOST_SIDE | {ALGORITHM_KEY} | TRACE_COMPILE_NAMES
 # What the pass looks for when it keeps the HCCL tasks too.
 WANTED_WITH_TASKS = WANTED | {TASK_KEY} | METADATA
 TASK_BATCH = 4096  # task events whose fields are taken at once
 _TASK_TOP = itemgetter("ph", "ts", "pid", "tid", "dur", "name", "args")
 _TASK_ARGS = itemgetter("task type", "size(Byte)", TASK_KEY, "transport type")
+# The ranks a task is between, where it names them (older msprof did not).
+_TASK_RANKS = (methodcaller("get", "src rank"), methodcaller("get", "dst rank"))
 # (file: key, distinct (communication type, algorithm) pairs): what a reader found.
 Algorithms = tuple[str, tuple[tuple[str, str], ...]]
 
@@ -60,13 +75,21 @@ class HostLinks:
     nodes); ``modules``: ``nn.Module`` events (``thread``, ``start_ns``, ``end_ns``,
     ``name``); ``links``: one row per host→device link (``device_ns`` kernel start,
     ``thread``, ``launch_ns`` host launch time); ``algorithms``: the HCCL algorithms the
-    same pass found (``LinkScan.algorithms``).
+    same pass found (``LinkScan.algorithms``). ``launches``: the runtime's launch of each
+    task it records (``device_ns`` task start, ``launch_ns``; None when the profile records
+    none), which times a device wait better than the framework op: torch_npu's task queue
+    launches on another thread, after the op; ``compile``: host op compilation spans
+    (``start_ns``, ``end_ns``; None when the profile records none); ``launch_source``: where
+    the launches that time the tasks come from, in words.
     """
 
     ops: pd.DataFrame
     modules: pd.DataFrame
     links: pd.DataFrame
     algorithms: Algorithms = ("", ())
+    launches: pd.DataFrame | None = None
+    compile: pd.DataFrame | None = None
+    launch_source: str = ""
 
 
 @dataclass
@@ -118,6 +141,12 @@ class LinkScan(TraceScan):
     start_ts: list = field(default_factory=list)
     end_id: list = field(default_factory=list)
     end_ts: list = field(default_factory=list)
+    rt_start_id: list = field(default_factory=list)  # HostToDevice flows
+    rt_start_ts: list = field(default_factory=list)
+    rt_end_id: list = field(default_factory=list)
+    rt_end_ts: list = field(default_factory=list)
+    compile_ts: list = field(default_factory=list)  # host op compilation (COMPILE_NAMES)
+    compile_dur: list = field(default_factory=list)
     alg_name: list = field(default_factory=list)
     alg_type: list = field(default_factory=list)
     span_pid: list = field(default_factory=list)  # every host op (cpu_op), for host time
@@ -188,6 +217,8 @@ class LinkScan(TraceScan):
                     name = event.get("name")
                     if name.__class__ is str and name.startswith(HCOM_PREFIX):
                         algorithm(event, name)
+                    elif name.__class__ is str and name in COMPILE_NAMES:
+                        self._keep_compile(event)
                     elif tasks:
                         args = event.get("args")
                         if args.__class__ is dict and TASK_KEY in args:
@@ -234,6 +265,7 @@ class LinkScan(TraceScan):
             if any(map(contains, events, repeat("cat"))):  # a category: not a task event
                 return False
             kind, size, link, transport = zip(*map(_TASK_ARGS, args))
+            src, dst = (tuple(map(get, args)) for get in _TASK_RANKS)
         except (KeyError, TypeError, ValueError):  # ValueError: an empty batch to unpack
             return not events
         # Compact at once: a million events' own strings and numbers, kept as objects,
@@ -243,7 +275,8 @@ class LinkScan(TraceScan):
             "ts": self._exact(ts, None), "dur": _array(dur, np.float64),
             "name": _text_array(name), "type": _text_array(kind),
             "size": _array(size, np.float64), "link": _text_array(link),
-            "transport": _text_array(transport)})
+            "transport": _text_array(transport), "src": _array(src, np.float64),
+            "dst": _array(dst, np.float64)})
         return True
 
     def _exact(self, values: tuple, dtype) -> object:
@@ -275,10 +308,18 @@ class LinkScan(TraceScan):
                  "type": [a.get("task type") for a in args],
                  "size": [a.get("size(Byte)") for a in args],
                  "link": [a[TASK_KEY] for a in args],
-                 "transport": [a.get("transport type") for a in args]}
+                 "transport": [a.get("transport type") for a in args],
+                 "src": [a.get("src rank") for a in args],
+                 "dst": [a.get("dst rank") for a in args]}
         self.task_inexact |= any(float in set(map(type, chunk[column]))
                                  for column in ("pid", "tid", "ts"))
         self.task_chunks.append(chunk)
+
+    def _keep_compile(self, event: dict) -> None:
+        ts = event.get("ts")
+        if ts is not None and event.get("ph") == "X":
+            self.compile_ts.append(ts)
+            self.compile_dur.append(event.get("dur"))
 
     def _keep_span(self, event: dict, ts) -> None:
         self.span_pid.append(event.get("pid"))
@@ -308,6 +349,14 @@ class LinkScan(TraceScan):
             elif ph == "f":
                 self.end_id.append(event.get("id"))
                 self.end_ts.append(ts)
+            return
+        if cat == RUNTIME_FLOW:
+            if ph == "s":
+                self.rt_start_id.append(event.get("id"))
+                self.rt_start_ts.append(ts)
+            elif ph == "f":
+                self.rt_end_id.append(event.get("id"))
+                self.rt_end_ts.append(ts)
             return
         name = event.get("name")
         if ph != "X" or name.__class__ is not str:
@@ -362,8 +411,50 @@ class LinkScan(TraceScan):
         modules = _spans(threads(self.mod_pid, self.mod_tid), self.mod_ts, self.mod_dur,
                          self.path, shift)
         modules["name"] = pd.Categorical(self.mod_name)
+        launches = self._runtime_launches(shift)
         return HostLinks(ops, modules, links[["device_ns", "thread", "launch_ns"]],
-                         self.algorithms())
+                         self.algorithms(), launches, self._compile_spans(shift),
+                         f"{RUNTIME_FLOW} flows" if launches is not None
+                         else "torch_to_npu flows")
+
+    def _runtime_launches(self, shift: int) -> pd.DataFrame | None:
+        """``device_ns``, ``launch_ns`` of the HostToDevice flows; None without any.
+
+        One launch may start several tasks (a flow id with several ends): each keeps it.
+        """
+        if not self.rt_start_id or not self.rt_end_id:
+            return None
+        # msprof's ids are text past int64: one code per id for both ends, then arrays
+        # (a merge on the text cost as much as the rest of the side).
+        ids = self.rt_start_id + self.rt_end_id
+        code = pd.factorize(np.array(ids, dtype=object) if set(map(type, ids)) == {str}
+                            else _keys(ids))[0]
+        starts, ends = code[:len(self.rt_start_id)], code[len(self.rt_start_id):]
+        first = np.full(int(code.max()) + 2, -1, np.int64)  # the first start of each id
+        named = np.flatnonzero(starts >= 0)  # an id of null has code -1: it joins nothing
+        first[starts[named][::-1]] = named[::-1]
+        start_of = np.where(ends >= 0, first[ends], -1)
+        reached = start_of >= 0
+        if not reached.any():
+            return None
+        launch = _ns(self.rt_start_ts, self.path) + shift
+        device = _ns(self.rt_end_ts, self.path) + shift
+        return pd.DataFrame({"device_ns": device[reached],
+                             "launch_ns": launch[start_of[reached]]})
+
+    def _compile_spans(self, shift: int) -> pd.DataFrame | None:
+        """``start_ns``, ``end_ns`` of the host op compilation events.
+
+        Empty when the trace records the CANN level (its HostToDevice flows) and no
+        compilation: then none happened; None when it does not record it.
+        """
+        if not self.compile_ts:
+            return pd.DataFrame({"start_ns": pd.Series(dtype="int64"),
+                                 "end_ns": pd.Series(dtype="int64")}) \
+                if len(self.rt_start_ts) else None
+        spans = _spans(np.zeros(len(self.compile_ts), np.int64), self.compile_ts,
+                       self.compile_dur, self.path, shift)
+        return spans[["start_ns", "end_ns"]]
 
     def parsed_alike(self) -> bool:
         """True when any parser gives the kept values alike: no float among the exact ones.
@@ -374,7 +465,9 @@ class LinkScan(TraceScan):
         Durations become floats either way.
         """
         exact = (self.op_ts, self.mod_ts, self.start_ts, self.end_ts, self.start_id,
-                 self.end_id, self.op_pid, self.op_tid, self.mod_pid, self.mod_tid,
+                 self.end_id, self.rt_start_id, self.rt_start_ts, self.rt_end_id,
+                 self.rt_end_ts, self.compile_ts, self.op_pid, self.op_tid, self.mod_pid,
+                 self.mod_tid,
                  self.start_pid, self.start_tid, self.span_ts, self.span_pid, self.span_tid,
                  self.hop_ts, self.hop_pid, self.hop_tid)
         return not self.task_inexact and \
@@ -408,8 +501,9 @@ class LinkScan(TraceScan):
             return None
         ops = {"pid": self.hop_pid, "tid": self.hop_tid, "ts": self.hop_ts,
                "dur": self.hop_dur, "name": self.hop_name, "algorithm": self.hop_alg}
-        tasks = {column: [chunk[column] for chunk in self.task_chunks]
-                 for column in self.task_chunks[0]}
+        columns = dict.fromkeys(column for chunk in self.task_chunks for column in chunk)
+        tasks = {column: [chunk.get(column) for chunk in self.task_chunks]
+                 for column in columns}
         return trace_tasks(self.path, self.processes, self.threads, ops, tasks,
                            lambda values: _ns(values, self.path))
 

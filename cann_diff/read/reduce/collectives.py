@@ -8,7 +8,10 @@ rank, with its tasks clipped to the op's [start, end]:
 * ``wait`` — length of the union of the ``Notify_Wait`` tasks over every plane, less what
   the transfer union covers: time some plane waits while no plane moves data;
 * ``idle`` — elapsed less the union of all of the op's tasks: no task on any plane;
-* ``other`` — the rest (notify records, …), so that the four add up to elapsed.
+* ``other`` — the rest (notify records, …), so that the four add up to elapsed;
+* ``group_ranks`` — the distinct ranks its tasks name (source or destination): how many
+  ranks of its group this rank's tasks reach, so that a later stage can tell a group
+  larger than the ranks profiled.
 
 Everything is vectorized over the rank's tasks: one sort by (op, start), unions as
 ``timeline.merged_intervals`` (cumulative maximum of ends per group), sums by
@@ -41,6 +44,8 @@ SIGNAL_TYPES = ("NOTIFY_WAIT", "NOTIFY_RECORD", "SEND_NOTIFY")
 RDMA_SEND_TYPES = ("RDMASEND", "RDMA_SEND")
 RDMA_SIGNALS = ("RDMA_SEND_NOTIFY",)  # db rdmaType of an RDMA send that carries a notify
 LOCAL_LINK = "ON_CHIP"  # a copy within the chip: data moved, but over no link
+# (op, rank) flags counted at once up to this many (64 MB); beyond, a sort of the pairs.
+SEEN_CELLS = 1 << 26
 _BLANKS = re.compile(r"[\s\-]+")
 
 
@@ -242,6 +247,8 @@ def collective_frames(found: CollectiveTasks, spans: pd.DataFrame | None,
         "link_busy_us": _per_plane_busy(op[link], plane[link], start[link], end[link], count),
         "link_bytes": np.bincount(op[link], weights=size[link], minlength=count).astype(np.int64),
         "algorithm": ops["algorithm"].to_numpy(),
+        "group_ranks": _group_ranks(op, tasks["src_rank"].to_numpy(np.int64),
+                                    tasks["dst_rank"].to_numpy(np.int64), count),
     })
     frame["comm_type"] = _comm_types(ops["op_name"])
     frame["seq"] = frame.groupby(["group", "comm_type"], observed=True, sort=False
@@ -260,6 +267,28 @@ def collective_frames(found: CollectiveTasks, spans: pd.DataFrame | None,
         _conform(frame[keep], COLLECTIVE_COLUMNS),
         _conform(link_frame[kept_ops].assign(rank=0), COLLECTIVE_LINK_COLUMNS),
         planes[keep[op]].reset_index(drop=True), found.source)
+
+
+def _group_ranks(op: np.ndarray, src: np.ndarray, dst: np.ndarray, count: int) -> np.ndarray:
+    """Per op: distinct ranks its tasks name as source or destination (0: none named).
+
+    The ranks of the group this rank's part of the op reaches: all of them for a mesh,
+    itself and its ring neighbours for a ring. A count, so it does not matter whether
+    HCCL numbers them globally or within the group, as long as one op's tasks use one
+    numbering (the real files do: communication_matrix.json's ``src-dst`` keys name the
+    same numbers).
+    """
+    ops, ranks = np.concatenate([op, op]), np.concatenate([src, dst])
+    named = ranks >= 0
+    if not named.any():
+        return np.zeros(count, np.int64)
+    width = int(ranks[named].max()) + 1
+    keys = ops[named] * width + ranks[named]
+    if count * width <= SEEN_CELLS:  # a flag per (op, rank): 15× faster than a sort
+        seen = np.zeros(count * width, bool)
+        seen[keys] = True
+        return seen.reshape(count, width).sum(axis=1).astype(np.int64)
+    return np.bincount(np.unique(keys) // width, minlength=count).astype(np.int64)
 
 
 def _plane_count(op: np.ndarray, plane: np.ndarray, count: int) -> np.ndarray:

@@ -5,9 +5,10 @@ source (a rank directory, its ``ASCEND_PROFILER_OUTPUT``, or a profiler db), tex
 each missing file from its db twin. A rank's memory files can hold hundreds of thousands
 of samples and a cluster has hundreds of ranks, so each rank is reduced there to what the
 comparison needs (``MemorySummary``): peaks per component, a peak-preserving timeline of at
-most ``MAX_POINTS`` samples per component, allocations per operator name, module peaks and
-HBM bandwidth sums. The raw frames are kept only when asked for. ``memory_data`` stacks the
-ranks of one input, under the rank ids ``load_run`` gave them, into a ``MemoryData``.
+most ``MAX_POINTS`` samples per component (allocated and reserved MB, each measure's peak
+kept), allocations per operator name, module peaks and HBM bandwidth sums. The raw
+frames are kept only when asked for. ``memory_data`` stacks the ranks of one input, under
+the rank ids ``load_run`` gave them, into a ``MemoryData``.
 
 Steps and clocks
 ----------------
@@ -271,22 +272,37 @@ def keep_inside(frames: dict[str, pd.DataFrame], intervals: np.ndarray
 # --------------------------------------------------------------------------- per rank
 
 
+MEASURES = ("allocated_mb", "reserved_mb")
+
+
+def _thinned(rows: pd.DataFrame, time_ms: pd.Series) -> np.ndarray:
+    """Row positions that keep each measure's largest sample of every time bucket.
+
+    Peak-preserving thinning to at most MAX_POINTS rows: the buckets are shared out among
+    the measures the component records (APP: reserved only; PTA, GE, PTA+GE: both), so the
+    peak of the one the chart shows is never a sample thinned away.
+    """
+    measures = [m for m in MEASURES if rows[m].notna().any()]
+    buckets = MAX_POINTS // max(len(measures), 1)
+    span = float(time_ms.iloc[-1]) or 1.0
+    bucket = np.minimum((time_ms.to_numpy() / span * buckets).astype(np.int64), buckets - 1)
+    kept = [rows[m].dropna().groupby(bucket[rows[m].notna().to_numpy()]).idxmax().to_numpy()
+            for m in measures]
+    return np.unique(np.concatenate(kept)) if kept else np.arange(0)
+
+
 def _timeline(records: pd.DataFrame) -> pd.DataFrame:
-    """Reserved MB per component over ms since its first sample, thinned per component."""
+    """Allocated and reserved MB per component over ms since its first sample, thinned."""
     frames = []
-    for component, rows in records.dropna(subset=["reserved_mb"]).groupby("component",
-                                                                          sort=True):
+    timed = records.dropna(subset=list(MEASURES), how="all")
+    for component, rows in timed.groupby("component", sort=True):  # a handful of components
         rows = rows.sort_values("time_us", kind="mergesort").reset_index(drop=True)
         time_ms = (rows["time_us"] - rows["time_us"].iloc[0]) / 1000.0
         if len(rows) > MAX_POINTS:
-            # Peak-preserving thinning: keep the largest sample of each time bucket.
-            span = float(time_ms.iloc[-1]) or 1.0
-            bucket = np.minimum((time_ms.to_numpy() / span * MAX_POINTS).astype(np.int64),
-                                MAX_POINTS - 1)
-            kept = np.sort(rows["reserved_mb"].groupby(bucket).idxmax().to_numpy())
+            kept = _thinned(rows, time_ms)
             rows, time_ms = rows.loc[kept], time_ms.loc[kept]
         frames.append(pd.DataFrame({"component": component, "time_ms": time_ms.to_numpy(),
-                                    "reserved_mb": rows["reserved_mb"].to_numpy()}))
+                                    **{m: rows[m].to_numpy(np.float64) for m in MEASURES}}))
     if not frames:
         return memory_frame(TIMELINE_COLUMNS, ranked=False)
     return pd.concat(frames, ignore_index=True)

@@ -13,9 +13,14 @@ docs/formats.md §15. Per (rank, step) of the canonical rows:
 * ``free_us`` — the step's device span (first start to last end of its rows) less the
   union of every row, kernels and collectives;
 * ``host_bound_us`` / ``free_other_us`` — each idle gap [g0, g1] before the task k that
-  starts at g1, launched at L_k (its launch flow), splits into [g0, min(g1, L_k)] (the
-  device waited for the launch) and the rest; a gap whose next task has no known launch
-  is all ``free_other``;
+  starts at g1, launched at L_k, splits into [g0, min(g1, L_k)] (the device waited for the
+  launch) and the rest; a gap whose next task has no known launch is all ``free_other``.
+  L_k is the runtime's launch of k where the profile records it (``HostLinks.launches``:
+  HostToDevice flows, CANN_API rows), else its framework op's launch flow: torch_npu's
+  task queue hands the op to another thread, which may compile it before it launches, so
+  the framework op's time is too early by that hand-over and compilation;
+* ``compile_us`` — the part of the host-bound intervals that host op compilation
+  (``HostLinks.compile``, any thread) covers: NaN when the rank records no compilation;
 * ``launches`` — rows of the step whose launch is known.
 
 ``step_lanes`` draws one step (the median by device span) as merged intervals per lane.
@@ -106,11 +111,46 @@ def _union_in_windows(spans: pd.DataFrame | None, windows: pd.DataFrame,
 
 
 def _launch_lookup(links: HostLinks | None) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted distinct device starts (ns) of the links and the earliest launch of each."""
-    if links is None or not len(links.links):
+    """Sorted distinct device starts (ns) of the links and the launch of each.
+
+    A task's launch is the earliest runtime launch reaching it, else (no runtime record)
+    the earliest framework launch flow.
+    """
+    if links is None:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    frame = links.links.groupby("device_ns", sort=True)["launch_ns"].min()
-    return frame.index.to_numpy(np.int64), frame.to_numpy(np.int64)
+    runtime = links.launches if links.launches is not None else links.links.iloc[:0]
+    device = np.concatenate([runtime["device_ns"].to_numpy(np.int64),
+                             links.links["device_ns"].to_numpy(np.int64)])
+    launch = np.concatenate([runtime["launch_ns"].to_numpy(np.int64),
+                             links.links["launch_ns"].to_numpy(np.int64)])
+    framework = np.r_[np.zeros(len(runtime), bool), np.ones(len(links.links), bool)]
+    order = np.lexsort((launch, framework, device))  # per device start: runtime first
+    device, launch = device[order], launch[order]
+    first = np.r_[True, device[1:] != device[:-1]] if len(device) else np.zeros(0, bool)
+    return device[first], launch[first]
+
+
+def launch_source(links: HostLinks | None) -> str:
+    """Where a rank's launch times come from, in words (``""`` without links)."""
+    return links.launch_source if links is not None else ""
+
+
+def _covered(start: np.ndarray, end: np.ndarray, spans: pd.DataFrame) -> np.ndarray:
+    """Per interval [start, end] (ns): how much of it the union of ``spans`` covers (ns).
+
+    With C(t) the covered length before t (the union's blocks sorted, a running sum), the
+    answer is C(end) − C(start): two binary searches per interval, no loop.
+    """
+    s_ns, e_ns = spans["start_ns"].to_numpy(np.int64), spans["end_ns"].to_numpy(np.int64)
+    _, s, e = merged_intervals(s_ns, np.maximum(e_ns, s_ns), np.zeros(len(s_ns), np.int64))
+    before = np.r_[0, np.cumsum(e - s)]  # covered length up to each block's start
+
+    def covered_before(t: np.ndarray) -> np.ndarray:
+        at = np.searchsorted(s, t, "right") - 1  # the last block starting at or before t
+        inside = np.clip(t - s[np.maximum(at, 0)], 0, (e - s)[np.maximum(at, 0)])
+        return np.where(at >= 0, before[np.maximum(at, 0)] + inside, 0)
+
+    return covered_before(end) - covered_before(start) if len(s) else np.zeros(len(start))
 
 
 def _launch_of(times: np.ndarray, device: np.ndarray, launch: np.ndarray) -> np.ndarray:
@@ -147,6 +187,11 @@ def host_steps(ops: pd.DataFrame, spans: pd.DataFrame | None,
     launched = _launch_of(g1, device, launch)
     bound = np.where(launched >= 0, np.clip(np.minimum(g1, launched) - g0, 0, g1 - g0), 0)
     host_bound = np.bincount(gap_step, weights=bound.astype(float), minlength=units) / 1000.0
+    compiling = np.full(units, np.nan)
+    if links is not None and links.compile is not None:  # recorded: 0 when none compiled
+        inside = _covered(g0, g0 + bound, links.compile).astype(float) \
+            if len(links.compile) else np.zeros(len(g0))
+        compiling = np.bincount(gap_step, weights=inside, minlength=units) / 1000.0
     known = np.isin(start, device)
     launches = np.bincount(code[known], minlength=units)
     windows = _windows(spans)
@@ -161,6 +206,7 @@ def host_steps(ops: pd.DataFrame, spans: pd.DataFrame | None,
         "free_us": free,
         "host_bound_us": host_bound,
         "free_other_us": free - host_bound,
+        "compile_us": compiling,
         "launches": launches.astype(np.int64),
     })
     return frame[list(HOST_STEP_COLUMNS)].astype(HOST_STEP_COLUMNS)

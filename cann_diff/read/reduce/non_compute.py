@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..rank_data import RankData
 from .collectives import collective_frames
-from .host_time import host_steps, step_lanes
+from .host_time import host_steps, launch_source, step_lanes
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class NonCompute:
     collectives_source: str = ""
     host_steps: pd.DataFrame | None = None
     step_lanes: pd.DataFrame | None = None
+    host_launch_source: str = ""  # where launch times come from (host_time.launch_source)
 
 
 NOTHING = NonCompute()
@@ -70,4 +71,5 @@ def non_compute(data: RankData, ops: pd.DataFrame) -> NonCompute:
         frames.source if frames is not None else "",
         host_steps(ops, data.host_spans, data.links),
         step_lanes(ops, data.host_spans, data.links,
-                   frames.planes if frames is not None else None))
+                   frames.planes if frames is not None else None),
+        launch_source(data.links))

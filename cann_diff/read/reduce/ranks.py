@@ -33,7 +33,7 @@ from .device_memory import RankMemory
 from .framework import framework_of, read_host_side
 from .non_compute import NOTHING, NonCompute, non_compute
 from .summary import Stack, StackShare, sort_codes, summarize
-from .timeline import step_breakdown_from_kernels
+from .timeline import reconcile_steps, step_breakdown_from_kernels
 
 StepRanges = list[tuple[int | None, int | None]]
 
@@ -184,8 +184,12 @@ class RankResult:
     collectives: pd.DataFrame | None = None
     collective_links: pd.DataFrame | None = None
     collectives_source: str = ""
+    host_launch_source: str = ""
     host_steps: pd.DataFrame | None = None
     step_lanes: pd.DataFrame | None = None
+    # Per step field, the largest |profiler − kernels| (µs) where the kernels' figures
+    # replaced the profiler's (timeline.reconcile_steps); empty when none differed.
+    step_differ: Mapping[str, float] = field(default_factory=dict)
 
 
 def _kept(frame: pd.DataFrame | None, plan: RankPlan) -> pd.DataFrame | None:
@@ -230,6 +234,7 @@ def _with_side(side: NonCompute) -> dict[str, Any]:
     """A RankResult's non-compute fields."""
     return {"collectives": side.collectives, "collective_links": side.collective_links,
             "collectives_source": side.collectives_source, "host_steps": side.host_steps,
+            "host_launch_source": side.host_launch_source,
             "step_lanes": side.step_lanes}
 
 
@@ -259,10 +264,13 @@ def reduce_kernels(data: RankData, plan: RankPlan) -> RankResult:
             ops = ops[in_ranges(ops["step"], plan.steps)].reset_index(drop=True)
             steps, comm = _chosen(steps, plan.steps), _chosen(comm, plan.steps)
     framework, note, algorithms, data = _framework(data, ops)
+    ledger = step_breakdown_from_kernels(ops) if len(ops) else None
+    steps, differ = reconcile_steps(steps, ledger)
     return RankResult(
         data.source, data.format, data.rank, _info(data, algorithms), data.warnings, steps,
-        _kept(ops, plan), _kept(comm, plan), summary=summarize(ops, comm, plan.max_samples),
-        kernel_steps=step_breakdown_from_kernels(ops) if steps is None and len(ops) else None,
+        _kept(ops, plan), _kept(comm, plan), summary=summarize(ops, comm, plan.max_samples,
+                                                           vocab=plan.vocab),
+        kernel_steps=ledger if steps is None else None, step_differ=differ,
         outside_steps=outside, has_comm=comm is not None, step_ids=step_ids,
         has_kernels=has_kernels, step_spans=spans, framework=framework, framework_note=note,
         dtype_us=dtype_time(ops, np.zeros(len(ops), dtype=np.int64), 1)[0],
@@ -345,21 +353,34 @@ def _reduce_stack(stack: list[tuple[int, RankData, str]], plan: RankPlan
         ops, slot, chosen = _keep_stacked_steps(datas, ops, slot, span_slot, span_step,
                                                 plan.steps)
     comm = concat_ranks([c.comm for c in chosen], range(len(datas)))
-    summary = _in_rank_order(summarize(ops, comm if len(comm.columns) else None), first_rows)
+    summary = _in_rank_order(summarize(ops, comm if len(comm.columns) else None,
+                                       vocab=plan.vocab), first_rows)
     spans = _bounds(span_slot, len(datas))
     # One frame for the stack, cut per rank: a small frame built per rank cost ~0.2 ms.
     every_span = _span_frame(span_step, span_start, span_end)
     step_spans = cut_rows(every_span, spans)
     dtype_us = dtype_time(ops, slot, len(datas))
     sides = _stacked_sides(datas, ops, slot)
+    ledgers = _stacked_ledgers(ops, slot, len(datas))
+    steps = [reconcile_steps(c.steps, ledger) for c, ledger in zip(chosen, ledgers)]
     shares = _share_out(datas, plan, ops, slot, summary)
     return {number: RankResult(
-        data.source, data.format, data.rank, data.info, data.warnings, chosen[n].steps,
-        _kept(rows, plan), _kept(chosen[n].comm, plan), share=share,
+        data.source, data.format, data.rank, data.info, data.warnings, steps[n][0],
+        _kept(rows, plan), _kept(chosen[n].comm, plan), share=share, step_differ=steps[n][1],
         outside_steps=int(dropped[n]), has_comm=chosen[n].comm is not None,
         step_ids=chosen[n].step_ids, step_spans=step_spans[n], framework_note=note,
         dtype_us=dtype_us[n], **_with_side(sides[n]))
         for n, ((number, data, note), (share, rows)) in enumerate(zip(stack, shares))}
+
+
+def _stacked_ledgers(ops: pd.DataFrame, slot: np.ndarray, count: int
+                     ) -> list[pd.DataFrame | None]:
+    """Each stacked rank's step figures from its kernels, rank 0: one pass over the stack."""
+    if not len(ops):
+        return [None] * count
+    ledger = step_breakdown_from_kernels(ops.assign(rank=slot))
+    cuts = cut_rows(ledger.assign(rank=0), _bounds(ledger["rank"].to_numpy(np.int64), count))
+    return [cut if len(cut) else None for cut in cuts]
 
 
 def _stacked_sides(datas: list[RankData], ops: pd.DataFrame, slot: np.ndarray

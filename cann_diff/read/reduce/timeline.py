@@ -69,11 +69,13 @@ def _union_length(start_ns, end_ns, group) -> pd.Series:
 
 
 def step_breakdown_from_kernels(ops: pd.DataFrame) -> pd.DataFrame:
-    """Recompute the step_trace_time figures (µs) per (rank, step) from kernel intervals.
+    """The step figures (µs) per (rank, step) from kernel intervals: the run's one ledger.
 
     Computing is the union of non-communication kernels, Communication the union of
-    communication ops, Overlapped their intersection, Free the part of the stage
-    (first start to last end) covered by neither. Bubble is 0; Preparing unknown.
+    communication ops, Overlapped their intersection, Free the part of the span (first
+    start to last end) covered by neither; Bubble is the time of pipeline receives
+    (``Receive`` ops, summed) and Stage the span less Bubble, as the profiler defines them.
+    Preparing is unknown here.
     """
     if ops.empty:
         return pd.DataFrame(columns=["rank", "step"])
@@ -88,9 +90,13 @@ def step_breakdown_from_kernels(ops: pd.DataFrame) -> pd.DataFrame:
                                                                                      fill_value=0)
     comm = _union_length(start[is_comm], end[is_comm], group[is_comm]).reindex(index, fill_value=0)
     busy = _union_length(start, end, group).reindex(index, fill_value=0)
+    receive = is_comm & ((ops["comm_type"] == RECEIVE).to_numpy(bool) if "comm_type" in ops
+                         else False)
+    bubble = np.bincount(group[receive], weights=(end - start)[receive] / 1000.0,
+                         minlength=int(group.max()) + 1)[index]
     span = pd.DataFrame({"g": group, "s": start, "e": end}).groupby("g").agg(s=("s", "min"),
                                                                            e=("e", "max"))
-    stage = (span["e"] - span["s"]) / 1000.0
+    length = (span["e"] - span["s"]) / 1000.0
     overlapped = computing + comm - busy
     first = keys.groupby(group).first()
     result = pd.DataFrame({
@@ -100,12 +106,58 @@ def step_breakdown_from_kernels(ops: pd.DataFrame) -> pd.DataFrame:
         "communication_not_overlapped": (comm - overlapped).to_numpy(),
         "overlapped": overlapped.to_numpy(),
         "communication": comm.to_numpy(),
-        "free": (stage - busy).to_numpy(),
-        "stage": stage.to_numpy(),
-        "bubble": 0.0,
+        "free": (length - busy).to_numpy(),
+        "stage": length.to_numpy() - bubble,
+        "bubble": bubble,
         "preparing": np.nan,
     })
     return result
+
+
+RECEIVE = "Receive"  # the comm type of pipeline receives: the profiler's Bubble
+# The kernels cover a step the profiler measured when their span (Stage + Bubble) and their
+# Computing each agree with the profiler's within this share (or a µs): then the rows are
+# the whole step and their figures replace the profiler's, so that every figure derived
+# from the same rows (exposed time per collective, Free's host-bound part) adds up to the
+# step table. Kernel rows trimmed to an excerpt cover less, and the profiler's figures stay.
+COVERED_SHARE = 0.01
+LEDGER_FIELDS = ("computing", "communication_not_overlapped", "overlapped", "communication",
+                 "free", "stage", "bubble")
+
+
+def reconcile_steps(profiler: pd.DataFrame | None, kernels: pd.DataFrame | None
+                    ) -> tuple[pd.DataFrame | None, dict[str, float]]:
+    """The step figures of one rank: the kernels' where they cover the step.
+
+    ``profiler``: the rank's figures from the profiler (step_trace_time.csv, analysis.db),
+    ``kernels``: ``step_breakdown_from_kernels`` of its rows. A step the kernels cover takes
+    their LEDGER_FIELDS and keeps the profiler's Preparing; others keep the profiler's row.
+    Returns the figures and, per LEDGER_FIELDS, the largest |profiler − kernels| (µs) over
+    the replaced rows (empty when nothing was replaced or nothing differed).
+    """
+    if profiler is None or kernels is None or not len(profiler) or not len(kernels):
+        return profiler, {}
+    own = profiler.reset_index(drop=True)
+    theirs = kernels.drop_duplicates("step").set_index("step")
+    found = theirs.reindex(pd.Index(own["step"].astype("Int64")))
+    span_p = own["stage"].to_numpy(float) + np.nan_to_num(own["bubble"].to_numpy(float))
+    span_k = found["stage"].to_numpy(float) + found["bubble"].to_numpy(float)
+    comp_p, comp_k = own["computing"].to_numpy(float), found["computing"].to_numpy(float)
+    with np.errstate(invalid="ignore"):
+        covered = ((np.abs(span_k - span_p) <= np.maximum(COVERED_SHARE * span_p, 1.0))
+                   & (np.abs(comp_k - comp_p) <= np.maximum(COVERED_SHARE * comp_p, 1.0)))
+    if not covered.any():
+        return profiler, {}
+    out = own.copy()
+    differ: dict[str, float] = {}
+    for name in LEDGER_FIELDS:
+        mine = found[name].to_numpy(float)
+        before = out[name].to_numpy(float)
+        gap = np.abs(mine - before)[covered]
+        if np.nanmax(gap, initial=0.0) > 0:
+            differ[name] = float(np.nanmax(gap, initial=0.0))
+        out[name] = np.where(covered, mine, before)
+    return out, differ
 
 
 def _covered_until(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -122,8 +174,11 @@ def _covered_until(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
 def exposed_communication_us(ops: pd.DataFrame) -> pd.Series:
     """Exposed time (µs) of each communication op, indexed by the communication rows.
 
-    Exposed is the duration minus the overlap with the union of computation on the
-    same rank.
+    Exposed is the part of the op's interval no computation on the same rank covers, and
+    no earlier communication op covers either: where collectives overlap each other (two
+    communication streams), the overlap counts once, for the op that started first. So the
+    ops' exposed times add up to the rank's exposed communication (its union less
+    Computing), the step table's figure, exactly.
     """
     is_comm = ops["category"].isin(COMM_CATEGORIES).to_numpy()
     start = ops["start_ns"].to_numpy(np.int64)
@@ -141,6 +196,11 @@ def exposed_communication_us(ops: pd.DataFrame) -> pd.Series:
         compute_rows = rows[~is_comm[rows]]
         _, s, e = merged_intervals(start[compute_rows], end[compute_rows],
                                    np.zeros(len(compute_rows), np.int64))
-        overlap = _covered_until(end[comm_rows], s, e) - _covered_until(start[comm_rows], s, e)
-        exposed[comm_rows] = (end[comm_rows] - start[comm_rows] - overlap) / 1000.0
+        first = comm_rows[np.argsort(start[comm_rows], kind="stable")]
+        reached = np.maximum.accumulate(end[first])
+        own_start = np.maximum(start[first],
+                               np.concatenate(([np.iinfo(np.int64).min], reached[:-1])))
+        own_start = np.minimum(own_start, end[first])  # an op inside an earlier one owns none
+        overlap = _covered_until(end[first], s, e) - _covered_until(own_start, s, e)
+        exposed[first] = (end[first] - own_start - overlap) / 1000.0
     return pd.Series(exposed[is_comm], index=ops.index[is_comm])
