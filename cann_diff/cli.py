@@ -194,7 +194,7 @@ def _write_report(result, out_dir: Path, charts_wanted: bool, html_wanted: bool 
 # rank or side worker from the same forkserver needs.
 CHART_PRELOAD = ("cann_diff.pipeline", "cann_diff.render.charts")
 # A report has at most this many charts (``chart_list.WANTED``).
-CHART_WORKERS_MAX = 8
+CHART_WORKERS_MAX = 9
 
 
 def _chart_workers(jobs: int, charts_wanted: bool) -> int:

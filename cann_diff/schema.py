@@ -334,6 +334,9 @@ class RunMeta:
     profiler_config: Mapping[str, str] = field(default_factory=dict)
     hccl_algorithms: Mapping[str, str] = field(default_factory=dict)
     detail_sources: Mapping[str, str] = field(default_factory=dict)
+    # The AI Core frequency the profile records (MHz, as text: ``1800``; ``mixed: …`` when
+    # ranks disagree); None when not recorded (db AICORE_FREQ, msprof info.json).
+    aicore_freq: str | None = None
 
     def to_dict(self) -> dict:
         """JSON-ready form used by report.json ``base``/``new``."""
@@ -356,11 +359,37 @@ class RunMeta:
             "profiler_config": dict(self.profiler_config),
             "hccl_algorithms": dict(self.hccl_algorithms),
             "detail_sources": dict(self.detail_sources),
+            "aicore_freq": self.aicore_freq,
         }
 
 
 SUMMARY_KEY = ("rank", "step", "op_type", "input_shapes", "family", "category", "comm_type",
                "direction")
+
+# A kernel's attributes that say why it took its time (docs/design.md "Why operators
+# changed"): the raw per-kernel columns readers add where their files record them, under
+# these names, beside OP_COLUMNS (``core``, ``op_name`` and ``input_dtypes`` are there
+# already), and the attribute names of ``RunSummary.attributes``.
+KERNEL_ATTRIBUTES = ("block_dim", "mix_block_dim", "op_state", "input_formats", "hf32")
+ATTRIBUTES = ("core", "block_dim", "mix_block_dim", "op_state", "input_formats",
+              "input_dtypes", "hf32", "implementation")
+ATTRIBUTE_COLUMNS = {"row": "int64", "attribute": "category", "value": "object",
+                     "count": "int64", "total_us": "float64"}
+# PMU pipe ratios in one vocabulary (910A's unprefixed ``mac_ratio`` … and A2/A3's
+# ``aic_``/``aiv_`` columns both map here): the raw per-kernel columns ``pipe_<name>``
+# (ratio 0-1) and ``pmu_aicore_us`` / ``pmu_aiv_us`` (the cores' busy time).
+PIPES = ("cube", "vector", "scalar", "mte1", "mte2", "mte3", "fixpipe")
+PIPE_COLUMNS = ("row", "pmu_us", *PIPES)
+# How reports name attributes, pipes and bounds (the why cells and the section alike).
+ATTRIBUTE_LABELS = {"core": "core", "block_dim": "block dim", "mix_block_dim": "mix block dim",
+                    "op_state": "op state", "input_formats": "formats",
+                    "input_dtypes": "dtype", "hf32": "HF32", "implementation": "kernel"}
+PIPE_LABELS = {"cube": "cube", "vector": "vector", "scalar": "scalar", "mte1": "MTE1",
+               "mte2": "MTE2", "mte3": "MTE3", "fixpipe": "fixpipe"}
+BOUND_WORDS = {**{pipe: f"{PIPE_LABELS[pipe]}-bound" for pipe in PIPES},
+               "mte2": "memory-bound"}
+# A key whose time moved with every recorded attribute alike: the kernel library's change.
+KERNEL_ITSELF = "same placement and implementation: the kernel itself"
 COMM_SUMMARY_KEY = ("rank", "step", "comm_type", "group")
 
 
@@ -384,6 +413,16 @@ class RunSummary:
     # from, so that an MC2 split is attributed by adjacency, not by shape alone (docs/
     # design.md "MC2 fused operators"). None: not built.
     adjacent: pd.DataFrame | None = None
+    # Why a key's kernels took the time they took, per summary row (``row`` indexes
+    # ``ops`` as ``samples`` does; docs/design.md "Why operators changed"):
+    # ``attributes`` — ATTRIBUTE_COLUMNS, one row per (row, attribute, value) with the
+    # kernels' count and total_us: which core, block dim, op state, formats, dtypes, HF32
+    # and implementation (kernel name) the row's kernels ran with; ``pipes`` — one row per
+    # summary row whose kernels record PMU counters: PIPE_COLUMNS, ``pmu_us`` the duration
+    # of those kernels and each pipe's ratio × duration summed (µs), so that ratios
+    # combine exactly over rows. None: the reader records none of it.
+    attributes: pd.DataFrame | None = None
+    pipes: pd.DataFrame | None = None
 
     @property
     def kernels(self) -> int:

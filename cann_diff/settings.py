@@ -91,6 +91,13 @@ class Thresholds:
     # A rank that starts last in at least this share of a collective's instances, at a cost
     # to the others of at least ``material_pct`` of the step, raises ``late-rank``.
     late_rank_share: float = 0.75
+    # Share of a key's kernel time that must run with another attribute value (total
+    # variation distance of the two sides' value shares) for the attribute to have changed:
+    # a clean switch moves all of it, a mixed key's mode flipping on noise a few points.
+    attribute_change_share: float = 0.5
+    # Share of a slower family's like-for-like change that keys with one changed attribute
+    # must carry for the compute sentence to name that change as its cause.
+    cause_share: float = 0.5
     # Share of a grown Free that must be the device waiting for launches for ``host-bound``.
     host_bound_share: float = 0.5
     # Relative growth of peak reserved device memory that raises ``memory-growth``: an

@@ -25,6 +25,7 @@ from .. import format as fmt
 from ..match import Matched
 from ..schema import MemoryData, Note, Run
 from ..settings import DEFAULT_LIMITS, DEFAULT_THRESHOLDS, Limits, Thresholds
+from .attributes import AttributeComparison, compare_attributes, empty_attributes, why
 from .communication import compare_communication, compare_groups
 from .comparability import Comparable, comparability
 from .coverage import coverage_notes
@@ -60,8 +61,9 @@ from .operators import (
 from .ranks import compare_ranks
 from .steps import BREAKDOWN_FIELDS, ScreenedStep, StepComparison, StepFigures, compare_step
 
-__all__ = ["BREAKDOWN_FIELDS", "SAME_SHAPE_KINDS", "Comparable", "Comparison", "HostTime",
-           "ScreenedStep", "StepComparison", "StepFigures", "compare", "units_of"]
+__all__ = ["BREAKDOWN_FIELDS", "SAME_SHAPE_KINDS", "AttributeComparison", "Comparable",
+           "Comparison", "HostTime", "ScreenedStep", "StepComparison", "StepFigures",
+           "compare", "units_of"]
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,9 @@ class Comparison:
     # Per (collective instance, rank) of the compared steps, when each rank arrived
     # (``non_compute.arrivals``), base and new: what the skew table and late-rank read.
     arrivals: tuple[pd.DataFrame, pd.DataFrame] = (pd.DataFrame(), pd.DataFrame())
+    # Per operator key, its kernels' attributes and pipes on both sides and which changed
+    # (compare/attributes.py); ``operators["why"]`` says it in a few words.
+    attributes: AttributeComparison = field(default_factory=empty_attributes)
 
 
 def _step_set(run: Run) -> tuple[int, ...]:
@@ -118,6 +123,8 @@ def compare(base: Run, new: Run, matched: Matched,
     base_units, new_units = count_units(base.summary.ops), count_units(new.summary.ops)
     operators = compare_operators(base, new, matched, thresholds, base_units, new_units,
                                   limits)
+    attributes = compare_attributes(base, new, matched, thresholds.attribute_change_share)
+    operators["why"] = why(operators, attributes)
     step = compare_step(base, new, thresholds)
     base_steps, new_steps = _step_set(base), _step_set(new)
     if base_steps != new_steps and base_steps and new_steps:
@@ -168,7 +175,7 @@ def compare(base: Run, new: Run, matched: Matched,
                       compare_ranks(b, n), groups, compare_families(operators), limits,
                       _memory(base, new, thresholds), framework, framework_note, alike,
                       collective_links(b, n), compare_skew(*came),
-                      skew_note(base, new), host_time(b, n), came)
+                      skew_note(base, new), host_time(b, n), came, attributes)
 
 
 def _memory(base: Run, new: Run, thresholds: Thresholds) -> MemoryComparison | None:

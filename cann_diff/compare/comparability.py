@@ -1,11 +1,11 @@
 """Comparability: where two runs are not a like-for-like stack upgrade.
 
 A report explains base → new as the effect of the software stack. That holds only when
-the rest stayed: the chip, the dtypes the compute ran in, the HCCL algorithm, the world
-size, the host, and the profiler's own settings (``with_stack`` and ``l2_cache`` cost
-host and device time themselves). ``comparability(base, new)`` lists each of these that
-differs, in the order a reader checks them, with the files both values came from. A
-value unknown on a side is no difference: it is not reported, not guessed.
+the rest stayed: the chip and its AI Core clock, the dtypes the compute ran in, the HCCL
+algorithm, the world size, the host, and the profiler's own settings (``with_stack`` and
+``l2_cache`` cost host and device time themselves). ``comparability(base, new)`` lists
+each of these that differs, in the order a reader checks them, with the files both values
+came from. A value unknown on a side is no difference: it is not reported, not guessed.
 
 Pure: it reads the two Runs' provenance (``RunMeta``) and ``Run.dtype_us``, nothing else.
 """
@@ -47,10 +47,12 @@ def comparability(base: Run, new: Run, *,
                   shift_points: float = DTYPE_SHIFT_POINTS) -> tuple[Comparable, ...]:
     """Every difference between the two runs that is not the stack, one entry each.
 
-    In order: device, world size, compute dtype mix, HCCL algorithm per communication
-    type, each profiler setting, host. Empty when the runs are alike as far as both record.
+    In order: device, AI Core frequency, world size, compute dtype mix, HCCL algorithm per
+    communication type, each profiler setting, host. Empty when the runs are alike as far
+    as both record.
     """
-    return (*_device(base.meta, new.meta), *_world_size(base.meta, new.meta),
+    return (*_device(base.meta, new.meta), *_aicore_freq(base.meta, new.meta),
+            *_world_size(base.meta, new.meta),
             *_dtype_mix(base, new, shift_points), *_algorithms(base.meta, new.meta),
             *_settings(base.meta, new.meta), *_host(base.meta, new.meta))
 
@@ -111,6 +113,19 @@ def _device(base: RunMeta, new: RunMeta) -> list[Comparable]:
                id(hinted): _source_of(hinted, "device_hint")}
     return [Comparable("device", values[id(base)] or "", values[id(new)] or "",
                        _source(sources[id(base)], sources[id(new)]))]
+
+
+AICORE_FREQ = "AI Core frequency"
+
+
+def _aicore_freq(base: RunMeta, new: RunMeta) -> list[Comparable]:
+    """The AI Core clock (MHz) both record: another clock scales every AI Core kernel."""
+    def shown(value: str | None) -> str | None:
+        return None if value is None else (f"{value} MHz" if value.replace(".", "", 1)
+                                           .isdigit() else value)
+
+    return _differs(AICORE_FREQ, shown(base.aicore_freq), shown(new.aicore_freq),
+                    "aicore_freq", base, new)
 
 
 def _world_size(base: RunMeta, new: RunMeta) -> list[Comparable]:

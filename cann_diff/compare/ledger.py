@@ -137,10 +137,11 @@ def on_steps(run: Run, steps: tuple[int, ...], every: bool) -> Run:
             return frame
         return frame[frame["step"].isin(chosen).to_numpy(bool)].reset_index(drop=True)
 
-    # The samples (indexed by the summary's rows) and the adjacency cells are for the
-    # per-operator statistics, which keep every step: not carried into this view.
+    # The samples, attributes and pipes (indexed by the summary's rows) and the adjacency
+    # cells are for the per-operator statistics, which keep every step: not carried here.
     summary = replace(run.summary, ops=kept(run.summary.ops), comm=kept(run.summary.comm),
-                      samples=run.summary.samples.iloc[:0], adjacent=None)
+                      samples=run.summary.samples.iloc[:0], adjacent=None,
+                      attributes=None, pipes=None)
     return replace(run, summary=summary, steps=kept(run.steps),
                    collectives=kept(run.collectives),
                    collective_links=kept(run.collective_links),

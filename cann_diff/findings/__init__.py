@@ -19,6 +19,7 @@ from ..compare import Comparison
 from ..schema import Note
 from ..vocab import Vocabulary
 from . import late_rank, slow_rank
+from .attributes import attribute_findings
 from .base import FINDING_IDS, SEVERITY_ORDER, Finding
 from .comm_hides_compute import comm_hides_compute
 from .compute_split import ComputeSplit, mc2_part, split_computing
@@ -105,6 +106,7 @@ def analyse(cmp: Comparison, vocab: Vocabulary | None = None) -> Analysis:
     if hidden:
         findings.insert(0, hidden)
     findings += operator_findings(cmp, claimed, groups)
+    findings += attribute_findings(cmp)
     slow, late = slow_rank.judge(cmp), late_rank.judge(cmp)  # each judged once
     findings += slow_ranks(cmp, slow) + late_ranks(cmp, late) + host_bound(cmp)
     unmeasured = _unmeasured(cmp)

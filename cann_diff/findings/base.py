@@ -20,6 +20,11 @@ FINDING_IDS = {
     "memory-growth": "peak reserved device memory grew beyond the threshold",
     "late-rank": "one rank starts a collective last in most instances; the others wait",
     "host-bound": "Free grew and most of the growth is the device waiting for launches",
+    "aicpu-fallback": "operator keys whose kernels now run on AI_CPU, or new keys run there",
+    "kernel-changed": "operator keys served by another kernel implementation",
+    "placement-changed": "operator keys on other cores: block dim, mix block dim, core type",
+    "format-changed": "operator keys taking other input formats, with their conversions",
+    "dynamic-shape": "operator keys whose op state went static to dynamic",
 }
 SEVERITY_ORDER = {"high": 0, "medium": 1, "info": 2}
 

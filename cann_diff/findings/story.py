@@ -20,13 +20,15 @@ of the text against them.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from .. import format as fmt
 from ..compare import SAME_SHAPE_KINDS, Comparison
+from ..compare.attributes import LABELS, shown
+from ..compare.comparability import AICORE_FREQ
 from .base import ms
 from .compute_split import ComputeSplit
 
@@ -51,17 +53,20 @@ class Part:
     name: str
     delta_us: float
     status: str | None = None
+    # What explains most of it (``block dim 32 → 16 on 3 shapes``), when one thing does.
+    cause: str | None = None
 
     def text(self, nested: bool = False) -> str:
-        """``name +1.23 ms`` with its status mark, when it has one.
+        """``name +1.23 ms`` with its status mark and cause, when it has them.
 
         ``nested``: inside parentheses already, the mark follows a comma.
         """
         mark = MARKS.get(self.status, self.status) if self.status else ""
+        head = f"{self.name} {signed_ms(self.delta_us)}"
         if not mark:
-            return f"{self.name} {signed_ms(self.delta_us)}"
-        return f"{self.name} {signed_ms(self.delta_us)}" + (f", {mark}" if nested
-                                                             else f" ({mark})")
+            return head + (f": {self.cause}" if self.cause else "")
+        mark += f": {self.cause}" if self.cause else ""
+        return head + (f", {mark}" if nested else f" ({mark})")
 
 
 def signed_ms(us: float) -> str:
@@ -161,6 +166,59 @@ def like_for_like_examples(cmp: Comparison, sign: float, n: int = 3) -> list[Par
         for family, total in totals.head(n).items()]
 
 
+CAUSES_NAMED = 2
+
+
+def attribute_causes(cmp: Comparison, families) -> dict[str, str]:
+    """Per family of ``families`` that got slower, what explains most of it.
+
+    Among the family's same-shape keys whose instances got slower, the attributes changed
+    on keys carrying at least ``Thresholds.cause_share`` of the slowdown (at most ``CAUSES_NAMED``,
+    largest effect first), each said with its values: ``block dim 32 → 16 on 3 shapes``.
+    Families without such a cause are left out.
+    """
+    changes = cmp.attributes.changes
+    if changes.empty:
+        return {}
+    ops = cmp.operators
+    family = ops["family"].astype(str).to_numpy(dtype=object)
+    effect = ops["instance_effect_us"].to_numpy(float)
+    slower = (np.isin(family, list(families)) & ops["match_kind"].isin(SAME_SHAPE_KINDS)
+              .to_numpy() & (ops["category"] != "communication").to_numpy() & (effect > 0)
+              & (ops["base_instances"] > 0).to_numpy() & (ops["new_instances"] > 0).to_numpy())
+    keys = pd.DataFrame({"key_id": ops["key_id"].to_numpy()[slower],
+                         "family": family[slower], "effect": effect[slower]})
+    totals = keys.groupby("family")["effect"].sum()
+    held = keys.merge(changes, on="key_id").sort_values("effect", ascending=False,
+                                                        kind="stable")
+    if held.empty:
+        return {}
+    by_cause = held.groupby(["family", "attribute"], sort=False)["effect"].sum()
+    share_of = totals.reindex(by_cause.index.get_level_values("family")).to_numpy()
+    named = by_cause[by_cause.to_numpy() >= cmp.thresholds.cause_share * share_of]
+    causes: dict[str, list[str]] = {}
+    for (family, attribute), _ in named.sort_values(ascending=False,
+                                                    kind="stable").items():  # few
+        rows = held[(held["family"] == family) & (held["attribute"] == attribute)]
+        causes.setdefault(family, []).append(
+            f"{LABELS[attribute]} {_distinct(rows['base'], attribute)} → "
+            f"{_distinct(rows['new'], attribute)} on {len(rows)} "
+            f"shape{'s' if len(rows) != 1 else ''}")
+    return {family: ", ".join(texts[:CAUSES_NAMED]) for family, texts in causes.items()}
+
+
+def _distinct(values: pd.Series, attribute: str) -> str:
+    """The values ``/``-joined in order (per-input lists as ``shown``), repeats dropped."""
+    return "/".join(dict.fromkeys(shown(v, attribute) for v in values))
+
+
+def with_causes(cmp: Comparison, parts: list[Part]) -> list[Part]:
+    """Slower parts with the attribute change that explains most of them, when one does."""
+    slower = [p.name for p in parts if p.delta_us > 0]
+    causes = attribute_causes(cmp, slower) if slower else {}
+    return [replace(p, cause=causes.get(p.name)) if p.delta_us > 0 else p for p in parts]
+
+
 def _one_side_examples(cmp: Comparison, status: str, n: int = 3) -> list[Part]:
     ops = cmp.operators
     rows = ops[(ops["status"] == status) & (ops["category"] != "communication")]
@@ -204,7 +262,7 @@ def _row_phrase(cmp: Comparison, name: str, value: float, parts: list[Part]) -> 
     """One row of the compute split as a phrase, its examples appended to ``parts``."""
     amount = f"{fmt.ms(abs(value))} ms"
     if name == "like_for_like_us":
-        examples = like_for_like_examples(cmp, math.copysign(1.0, value))
+        examples = with_causes(cmp, like_for_like_examples(cmp, math.copysign(1.0, value)))
         parts += examples
         word = "slower" if value > 0 else "faster"
         return f"like-for-like kernels got {amount} {word}{_quoted(examples)}"
@@ -488,14 +546,28 @@ def _short(value: str) -> str:
     return value.split(" (")[0]
 
 
+def _clock(base: str, new: str) -> str:
+    """`` (…× as long …)`` for two AI Core frequencies in MHz, else ``""``."""
+    try:
+        ratio = float(base.split()[0]) / float(new.split()[0])
+    except (ValueError, IndexError, ZeroDivisionError):
+        return ""
+    return (f" (the same cycles take {ratio:.2f}× as long on every AI Core kernel: a uniform "
+            f"{'slowdown' if ratio > 1 else 'speed-up'})")
+
+
 def comparability_sentence(cmp: Comparison) -> str:
-    """``Not a like-for-like stack upgrade: …`` naming every difference, or ``""``."""
+    """``Not a like-for-like stack upgrade: …`` naming every difference, or ``""``.
+
+    An AI Core clock change is said with the factor it scales every AI Core kernel by.
+    """
     if not cmp.comparability:
         return ""
     named = []
     for c in cmp.comparability:
         base, new = _short(c.base), _short(c.new)
         plain = max(len(base), len(new)) <= SHORT_VALUE and "," not in base + new
-        named.append(f"{c.what} {base} → {new}" if plain else c.what)
+        clock = _clock(base, new) if c.what == AICORE_FREQ else ""
+        named.append(f"{c.what} {base} → {new}{clock}" if plain else c.what)
     return (f"Not a like-for-like stack upgrade: {'; '.join(named)} "
             f"{'differs' if len(named) == 1 else 'differ'} too.")

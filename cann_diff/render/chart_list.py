@@ -30,6 +30,22 @@ def movers(report: Report, n: int = 12) -> list[OperatorRow]:
             and not (op.base_claimed or op.new_claimed)][:n]
 
 
+PIPE_MOVERS = 6  # keys the pipes chart draws: a 3 × 2 grid of panels
+
+
+def pipe_movers(report: Report, n: int = PIPE_MOVERS) -> list[OperatorRow]:
+    """The keys the pipes chart draws, at most ``n``.
+
+    The top movers (``movers``' order and rule) whose kernels record pipe ratios on both
+    sides.
+    """
+    def both(op: OperatorRow) -> bool:
+        held = op.attributes
+        return held is not None and all(held[side].get("pipes") for side in ("base", "new"))
+
+    return [op for op in movers(report, len(report.operators)) if both(op)][:n]
+
+
 def ranks_to_draw(report: Report) -> list[RankRow]:
     """The ranks the heatmap and the per-rank steps show: the 64 that moved most."""
     moved = sorted(report.ranks, key=lambda r: -abs(r.delta_stage_us or 0))
@@ -77,6 +93,7 @@ WANTED: tuple[tuple[str, Callable[[Report], bool]], ...] = (
     ("step_breakdown", has_step),
     ("step_waterfall", has_step),
     ("top_movers", lambda report: bool(movers(report))),
+    ("pipes", lambda report: bool(pipe_movers(report))),
     ("rank_heatmap", has_rank_change),
     ("rank_steps", lambda report: len(report.ranks) >= 2),
     ("families", lambda report: bool(report.families)),

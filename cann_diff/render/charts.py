@@ -50,15 +50,18 @@ from ..report.model import (  # noqa: E402
     PeakChange,
     Report,
 )
+from ..schema import PIPES  # noqa: E402
 from .chart_list import (  # noqa: E402,F401 (has_rank_change, movers: the charts' own tests)
     WANTED,
     has_rank_change,
     movers,
+    pipe_movers,
     rank_grid,
     ranks_to_draw,
 )
 from .files import write_bytes_atomic, write_images  # noqa: E402
 from .timeline_chart import step_timeline_figure  # noqa: E402
+from .why_section import BOUND_WORDS, PIPE_LABELS  # noqa: E402
 
 DPI = 100
 SIZE = (9, 4.5)
@@ -367,6 +370,77 @@ def top_movers_figure(report: Report, n: int = 12):
     return fig
 
 
+# --------------------------------------------------------------------------- pipes
+
+
+PIPE_COLUMNS = 2  # panels per row of the pipes chart: room for seven pipe names each
+
+
+def _pipe_ratios(op: OperatorRow) -> tuple[list[str], list[float], list[float]]:
+    """The pipes both sides of ``op`` record, and their ratios (0-1) on each side."""
+    attributes = op.attributes or {}  # pipe_movers picks rows with attributes only
+    base, new = (attributes[side]["pipes"] for side in ("base", "new"))
+    pipes = [p for p in PIPES if base.get(p) is not None and new.get(p) is not None]
+    return pipes, [float(base[p]) for p in pipes], [float(new[p]) for p in pipes]
+
+
+def _bound_text(op: OperatorRow) -> str:
+    """``memory-bound`` or ``memory-bound → MTE3-bound`` (the pipe of the largest ratio)."""
+    bound = op.bound or {}
+    words = [BOUND_WORDS[b] for b in (bound.get("base"), bound.get("new")) if b]
+    return " → ".join(dict.fromkeys(words))
+
+
+def pipes_figure(report: Report):
+    """Per top mover with pipe ratios on both sides, base vs new bars per pipe, from 0.
+
+    A ratio is the pipe's PMU busy time over the kernel time (duration-weighted over the
+    key's kernels, compare/attributes.py): one panel per key, largest |Δ| first, each
+    titled with the key, its Δ and its bound. A pipe one side does not record (no
+    fixpipe on a 910A) is left out of the key's panel, never drawn as 0.
+    """
+    import numpy as np
+
+    rows = pipe_movers(report)
+    columns = min(PIPE_COLUMNS, len(rows))
+    lines = math.ceil(len(rows) / columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(SIZE[0], 1.4 + 2.2 * lines),
+                             layout="constrained", squeeze=False)
+    left_out: set[str] = set()
+    for ax, op in zip(axes.flat, rows):
+        pipes, base, new = _pipe_ratios(op)
+        left_out |= {PIPE_LABELS[p] for p in PIPES if p not in pipes}
+        x = np.arange(len(pipes))
+        ax.bar(x - 0.2, base, 0.4, color=BASE, **BAR_EDGE)
+        ax.bar(x + 0.2, new, 0.4, color=NEW, **BAR_EDGE)
+        ax.set_xticks(x, [PIPE_LABELS[p] for p in pipes], fontsize=8)
+        ax.set_ylim(0, max(1.0, *base, *new))
+        ax.set_yticks([0, 0.5, 1], ["0", "0.5", "1"], fontsize=8)
+        ax.grid(axis="y", linewidth=0.3)
+        ax.set_axisbelow(True)
+        bound = _bound_text(op)
+        ax.set_title(f"{fmt.clip(_label(op), 56)}\n"
+                     f"Δ {_delta_text(_ms(op.delta_us))}" + (f" · {bound}" if bound else ""),
+                     fontsize=9)
+    for ax in axes.flat[len(rows):]:
+        fig.delaxes(ax)
+    fig.supylabel("pipe busy / kernel time (ratio)", fontsize=9)
+    fig.suptitle("Pipe ratios of the top movers, base vs new", fontsize=11)
+    handles = [Patch(facecolor=colour, **BAR_EDGE, label=f"{side}: {short(run.label)}")
+               for side, run, colour in (("base", report.base, BASE),
+                                         ("new", report.new, NEW))]
+    note = (f"a pipe one side does not record is left out of its panel "
+            f"({', '.join(sorted(left_out))})" if left_out else None)
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=9,
+               frameon=False, title=note, title_fontsize=8)
+    return fig
+
+
+def draw_pipes(report: Report, path: Path) -> Path:
+    """Write the pipes chart (``pipes_figure``) to ``path``."""
+    return _save(pipes_figure(report), path)
+
+
 # --------------------------------------------------------------------------- ranks
 
 
@@ -607,7 +681,8 @@ def _memory_chart(report: Report) -> Figure:
 # Each chart's figure, by its name in chart_list.WANTED (which says when it is drawn).
 FIGURES: dict[str, Callable[[Report], Any]] = {
     "step_breakdown": step_breakdown_figure, "step_waterfall": waterfall_figure,
-    "top_movers": top_movers_figure, "rank_heatmap": rank_heatmap_figure,
+    "top_movers": top_movers_figure, "pipes": pipes_figure,
+    "rank_heatmap": rank_heatmap_figure,
     "rank_steps": rank_steps_figure, "families": families_figure,
     "step_timeline": step_timeline_figure, "memory": _memory_chart,
 }

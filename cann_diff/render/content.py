@@ -34,6 +34,7 @@ from .document import (
 from .memory_section import memory_blocks
 from .non_compute_section import collective_blocks, free_blocks
 from .provenance import provenance_blocks, ranks_text
+from .why_section import why_blocks
 
 BREAKDOWN_ROWS = (("computing", "Computing"),
                   ("communication_not_overlapped", "Communication (not overlapped = exposed)"),
@@ -44,6 +45,8 @@ BREAKDOWN_ROWS = (("computing", "Computing"),
                   ("preparing", "Preparing"))
 OP_HEADERS = ("operator", "input shapes", "count /step", "base /step", "new /step", "Δ",
               "Δ count · per instance", "change per instance", "p", "ratio CI")
+# The last column of an operator table whose keys say why they changed (compare/attributes.py).
+WHY_HEADER = "why"
 RUNG_NOTES = {
     "family": "Matched by family (type renamed, e.g. MatMulV2 → MatMulV3), same input shapes.",
     "renamed": "Matched across a CANN rename (cann_diff/data/renames.json, e.g. ReduceSumD → "
@@ -214,7 +217,9 @@ def _communication(report: Report) -> list[Block]:
 # --------------------------------------------------------------------------- operators
 
 
-def _operator_rows(ops: list[OperatorRow], notes: Footnotes) -> tuple[tuple[Cell, ...], ...]:
+def _operator_rows(ops: list[OperatorRow], notes: Footnotes,
+                   why: bool = False) -> tuple[tuple[Cell, ...], ...]:
+    """One row per key; ``why``: with its why cell last ("–" when it says nothing)."""
     rows = []
     for op in ops:
         marks = [notes.mark(RUNG_NOTES[op.match_kind])] if op.match_kind in RUNG_NOTES else []
@@ -244,7 +249,8 @@ def _operator_rows(ops: list[OperatorRow], notes: Footnotes) -> tuple[tuple[Cell
                                           op.below_threshold, op.tested),
                           sort=op.instance_change_pct),
                      cell(fmt.p_value(op.p_value), sort=op.p_value),
-                     cell(op.ci_note or fmt.interval(op.ci_low, op.ci_high), sort=op.ci_low)))
+                     cell(op.ci_note or fmt.interval(op.ci_low, op.ci_high), sort=op.ci_low),
+                     *((cell(op.why or "–"),) if why else ())))
     return tuple(rows)
 
 
@@ -270,7 +276,14 @@ def _effects(op: OperatorRow) -> str:
 
 
 def _op_table(ops: list[OperatorRow], notes: Footnotes) -> Table:
-    return Table(OP_HEADERS, _operator_rows(ops, notes), sortable=True)
+    """The operator table; with a why column when a key of it says why.
+
+    Never for keys on one side only: added and removed keys have nothing to compare.
+    """
+    why = any(op.why for op in ops)
+    headers = (*OP_HEADERS, WHY_HEADER) if why else OP_HEADERS
+    return Table(headers, _operator_rows(ops, notes, why), sortable=True,
+                 prose=(WHY_HEADER,) if why else ())
 
 
 def _operators(report: Report, charts: Collection[str], notes: Footnotes) -> list[Block]:
@@ -669,7 +682,8 @@ def report_blocks(report: Report, charts: Collection[str] = ()) -> list[Block]:
     blocks += _findings(report)
     blocks += _step(report, charts, notes) + free_blocks(report, charts) + _fusion(report)
     blocks += _communication(report) + collective_blocks(report)
-    blocks += _operators(report, charts, notes) + _framework(report) + _groups(report)
+    blocks += _operators(report, charts, notes) + why_blocks(report, charts)
+    blocks += _framework(report) + _groups(report)
     blocks += _ranks_section(report, charts) + _categories(report)
     blocks += _families(report, charts) + _memory(report, charts)
     blocks += notes.blocks()

@@ -139,13 +139,16 @@ def cell(*parts: str | Span | tuple, sort: float | None = None) -> Cell:
 class Table:
     """Rows of cells under ``headers``; ``align`` per column (``left``/``right``) or None.
 
-    ``sortable`` tables can be reordered by a column in report.html.
+    ``sortable`` tables can be reordered by a column in report.html; ``prose`` names the
+    columns of a few words (a why cell) that report.html wraps at a readable width rather
+    than widen the table.
     """
 
     headers: tuple[str, ...]
     rows: tuple[tuple[Cell, ...], ...]
     align: tuple[str, ...] | None = None
     sortable: bool = False
+    prose: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,9 @@ table { border-collapse: collapse; font-size: .86rem; font-variant-numeric: tabu
 th, td { border: 1px solid var(--rule); padding: .2rem .5rem; vertical-align: top;
          text-align: left; }
 th { background: var(--band); }
-td.num, th.num { text-align: right; white-space: nowrap; }
+td.num, th.num { text-align: right; }
+td.num { white-space: nowrap; }
+td.prose { min-width: 14rem; max-width: 24rem; overflow-wrap: anywhere; }
 tbody tr:nth-child(even) { background: #fafbfc; }
 th button { font: inherit; font-weight: bold; border: 0; background: none; padding: 0;
             cursor: pointer; color: inherit; text-align: inherit; }
@@ -195,14 +197,16 @@ def _table(block: Table) -> str:
     else:
         right = [_numeric(block, i) for i in range(len(block.headers))]
     numeric = ' class="num"'
+    # A prose column (a why cell) wraps at a readable width instead of widening the table.
+    kinds = [numeric if r else (' class="prose"' if h in block.prose else "")
+             for h, r in zip(block.headers, right)]
     head = "".join(f'<th scope="col"{numeric if r else ""}>{escape(h)}</th>'
                    for h, r in zip(block.headers, right))
     rows = []
     for row in block.rows:
         cells = []
-        for c, r in zip(row, right):
-            attrs = (numeric if r else "") + \
-                (f' data-sort="{c.sort!r}"' if c.sort is not None else "")
+        for c, kind in zip(row, kinds):
+            attrs = kind + (f' data-sort="{c.sort!r}"' if c.sort is not None else "")
             cells.append(f"<td{attrs}>{inline_html(c.text)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     kind = ' class="sortable"' if block.sortable else ""

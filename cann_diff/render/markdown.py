@@ -47,7 +47,9 @@ def escape(text: str, table: bool = False, start: bool = False) -> str:
     ``table``: inside a table cell (newlines collapse); ``start``: the text begins a
     line, where ``#``, ``>``, ``-`` or ``1.`` would start a block.
     """
-    text = " ".join(str(text).split()) if table else str(text)
+    # One space for each run of white space, the spaces between spans kept: a cell of
+    # several spans (a code span, then " 32→16") would otherwise run them together.
+    text = re.sub(r"\s+", " ", str(text)) if table else str(text)
     text = text.replace("\\", "\\\\")
     text = re.sub(r"([`*~])", r"\\\1", text)  # ~: GitHub's strikethrough
     text = _UNDERSCORE.sub(r"\\_", text)
@@ -106,7 +108,8 @@ def inline_md(text: Inline, table: bool = False, start: bool = True) -> str:
 
 
 def _table(block: Table) -> str:
-    rows = [[inline_md(c.text, table=True, start=False) for c in row] for row in block.rows]
+    rows = [[inline_md(c.text, table=True, start=False).strip() for c in row]
+            for row in block.rows]
     return tabulate(rows, headers=list(block.headers), tablefmt="github",
                     disable_numparse=True, colalign=block.align)
 

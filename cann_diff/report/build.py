@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import pandas as pd
 
 from .. import format as fmt
-from ..compare import Comparison
+from ..compare import AttributeComparison, Comparison
 from ..compare.memory import MemoryComparison
 from ..findings import Analysis, Finding, FusionGroup
-from ..schema import Run
+from ..schema import ATTRIBUTES, PIPES, Run
 from .json_form import clean, frozen
 from .model import (
     AllSteps,
@@ -95,7 +96,87 @@ def _side(run: Run, steps: tuple[int, ...]) -> Side:
                 meta.world_size, meta.parallel, meta.environment, frozen(meta.sources),
                 tuple(run.ranks_without_kernels), meta.device_hint,
                 frozen(meta.profiler_config), frozen(meta.hccl_algorithms),
-                frozen(meta.detail_sources))
+                frozen(meta.detail_sources), meta.aicore_freq)
+
+
+# Attributes whose values are whole numbers in report.json.
+NUMBERS = ("block_dim", "mix_block_dim")
+BOUND_FIELDS = {"base": "base_bound", "new": "new_bound", "base_ratio": "base_bound_ratio",
+                "new_ratio": "new_bound_ratio", "pipe": "bound_pipe", "shift": "bound_shift"}
+
+
+def _columns(table: pd.DataFrame) -> dict[str, list]:
+    """Each column as JSON-ready Python values (None where missing), read once."""
+    return {name: [None if value is None or value != value else value for value in values]
+            for name, values in table.to_dict("list").items()}
+
+
+def _whole(value: Any) -> Any:
+    return int(value) if isinstance(value, str) and value.lstrip("-").isdigit() else value
+
+
+def _side_attributes(table: dict[str, list], n: int, side: str,
+                     not_recorded: Mapping[str, str | None]) -> list[Mapping[str, Any]]:
+    """Per key, one side of ``operators[].attributes`` (``table``: ``_columns``).
+
+    Its modal values, implementations, pipes, support and why nothing is recorded, read a
+    column at a time; ``n`` keys.
+    """
+    none = [None] * n
+
+    def column(name: str) -> list:
+        return table.get(f"{side}_{name}", none)
+
+    values = {a: column(a) for a in ATTRIBUTES if a != "implementation"}
+    for attribute in NUMBERS:
+        values[attribute] = [_whole(v) for v in values[attribute]]
+    recorded = {a: (column(a), column(f"{a}_share"), column(f"{a}_count"),
+                    column(f"{a}_kernels")) for a in ATTRIBUTES}
+    pipes = {p: column(f"pipe_{p}") for p in PIPES}
+    pmu = column("pmu_us")
+    implementations = column("implementations")
+    reasons = MappingProxyType(dict(not_recorded))
+    out: list[Mapping[str, Any]] = []
+    for i in range(n):  # one mapping per key: layout, as rows_of does per row
+        support = {a: MappingProxyType({"share": share[i], "count": int(count[i]),
+                                        "kernels": int(kernels[i])})
+                   for a, (value, share, count, kernels) in recorded.items()
+                   if value[i] is not None}
+        out.append(MappingProxyType({
+            **{a: column[i] for a, column in values.items()},
+            "implementations": tuple(MappingProxyType({"name": str(n), "count": int(c)})
+                                     for n, c in (implementations[i] or ())),
+            "pipes": None if pmu[i] is None else MappingProxyType(
+                {p: column[i] for p, column in pipes.items()}),
+            "support": MappingProxyType(support), "not_recorded": reasons}))
+    return out
+
+
+def _attribute_rows(attributes: AttributeComparison) -> dict[int, tuple[Mapping, Mapping | None]]:
+    """Per key_id recorded: its ``attributes`` and ``bound`` mappings (OperatorRow)."""
+    if attributes.table.empty:
+        return {}
+    n, table = len(attributes.table), _columns(attributes.table)
+    sides = {side: _side_attributes(table, n, side, attributes.not_recorded.get(side, {}))
+             for side in ("base", "new")}
+    bounds = {name: table.get(column, [None] * n) for name, column in BOUND_FIELDS.items()}
+    changed = table["changed"]
+    out: dict[int, tuple[Mapping, Mapping | None]] = {}
+    for i, key in enumerate(attributes.table.index.tolist()):
+        bound = None if bounds["pipe"][i] is None else MappingProxyType(
+            {name: column[i] for name, column in bounds.items()})
+        out[int(key)] = (MappingProxyType({"base": sides["base"][i], "new": sides["new"][i],
+                                           "changed": tuple(changed[i])}), bound)
+    return out
+
+
+def _operators(cmp: Comparison, analysis: Analysis) -> tuple[OperatorRow, ...]:
+    """The operator rows, each with its attributes and bound."""
+    rows = rows_of(analysis.operators, OperatorRow)
+    attributes = _attribute_rows(cmp.attributes)
+    return tuple(replace(row, attributes=attributes[row.key_id][0],
+                         bound=attributes[row.key_id][1])
+                 if row.key_id in attributes else row for row in rows)
 
 
 def _figure(values: Mapping[str, float]) -> Figure:
@@ -319,7 +400,7 @@ def build_report(cmp: Comparison, analysis: Analysis,
         headline=analysis.headline, rank_notes=analysis.rank_notes,
         skew_notes=analysis.skew_notes,
         base=_side(cmp.base, cmp.base_steps), new=_side(cmp.new, cmp.new_steps),
-        step=_step(cmp), operators=rows_of(analysis.operators, OperatorRow),
+        step=_step(cmp), operators=_operators(cmp, analysis),
         categories=rows_of(cmp.categories, CategoryRow),
         communication=_communication(cmp),
         fusion=tuple(_fusion(g) for g in analysis.fusion),

@@ -70,6 +70,9 @@ class Side:
     profiler_config: Mapping[str, str] = field(default_factory=dict)
     hccl_algorithms: Mapping[str, str] = field(default_factory=dict)
     detail_sources: Mapping[str, str] = field(default_factory=dict)
+    # The AI Core frequency recorded (MHz as text, ``mixed: …`` when ranks disagree);
+    # None when not recorded.
+    aicore_freq: str | None = None
 
 
 @dataclass(frozen=True)
@@ -256,6 +259,13 @@ class OperatorRow:
     # Compared per instance (same-shape rung, both sides, and without shapes as many
     # instances per step); False: compared by totals.
     per_instance: bool = False
+    # Why it changed (compare/attributes.py): ``attributes`` {base: {core, block_dim, …,
+    # implementations, pipes, support, not_recorded}, new: {…}, changed: [...]}, None for a
+    # key with nothing recorded (communication); ``bound`` {base, new, base_ratio,
+    # new_ratio, pipe, shift}, None without pipes; ``why`` the few words the tables show.
+    attributes: Mapping[str, Any] | None = None
+    bound: Mapping[str, Any] | None = None
+    why: str | None = None
 
 
 @dataclass(frozen=True)

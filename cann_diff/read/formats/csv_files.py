@@ -27,6 +27,7 @@ from ...errors import InputError, SchemaError
 from ...schema import STAGE_FIELDS
 from ...settings import DEFAULT_LIMITS
 from .files import brief, open_binary, os_problem, require_file, size_text
+from .kernel_attributes import ATTRIBUTE_HEADERS, COUNTER_FIELDS, COUNTER_HEADERS, pipe_columns
 from .values import MAX_WHOLE_US, check_step_figures, drop_impossible_durations
 
 # canonical field -> accepted headers, kernel_details first, op_summary second.
@@ -40,9 +41,15 @@ KERNEL_HEADERS = {
     "device_id": ("Device_id",),
     "input_shapes": ("Input Shapes",),
     "input_dtypes": ("Input Data Types",),
+    # Why a kernel took its time (kernel_attributes.py): text attributes, PMU counters.
+    **ATTRIBUTE_HEADERS,
+    **COUNTER_HEADERS,
 }
 REQUIRED = ("op_name", "start", "dur_us")
-DICTIONARY_FIELDS = ("op_name", "op_type_raw", "core", "input_shapes", "input_dtypes")
+DICTIONARY_FIELDS = ("op_name", "op_type_raw", "core", "input_shapes", "input_dtypes",
+                     *ATTRIBUTE_HEADERS)
+# Fields Arrow parses as numbers; a value it cannot parse has the table read as text.
+KERNEL_NUMBERS = ("dur_us", "step", *COUNTER_FIELDS)
 # Below this size (bytes) a kernel table's text columns are read as text, not dictionaries.
 TEXT_TABLE_BYTES = 1 << 20
 STEP_HEADERS = {
@@ -593,8 +600,7 @@ def kernel_arrow(path: Path, picked: dict[str, str], dictionary: tuple[str, ...]
                  ) -> tuple[pa.Table, int]:
     """The kernel table as Arrow read it and its count of skipped rows; refused when empty."""
     try:
-        table, skipped = read_table_counted(path, picked, dictionary,
-                                            numeric=("dur_us", "step"))
+        table, skipped = read_table_counted(path, picked, dictionary, numeric=KERNEL_NUMBERS)
     except InputError:  # a non-numeric value: read as text so the message names the row
         table, skipped = read_table_counted(path, picked, dictionary)
     if not table.num_rows:
@@ -609,10 +615,12 @@ def kernel_frame(table: pa.Table, path: Path, picked: dict[str, str],
     ``bounds``: the files' row offsets when ``table`` stacks several (``text_batch``);
     an error then names ``path``, the first of them.
     """
-    # The starts are parsed from the Arrow column and left out of the conversion: a pandas
-    # pop of the column copied the frame's blocks (~0.3 ms a small file).
+    # The starts (and PMU counters) are taken from their Arrow columns and left out of the
+    # conversion: a pandas pop of the column copied the frame's blocks (~0.3 ms a small file).
     start_ns = parse_us_to_ns(table.column("start"), path, picked["start"])
-    frame = table.drop_columns(["start"]).to_pandas()
+    counters = {field: table.column(field) for field in COUNTER_FIELDS if field in picked}
+    pipes = pipe_columns(counters, table.num_rows)
+    frame = table.drop_columns(["start", *counters]).to_pandas()
     frame["start_ns"] = start_ns
     _check_starts(frame, path, picked["start"], bounds)
     if frame["dur_us"].dtype != np.float64:  # read as text: numbers, else NaN
@@ -625,6 +633,8 @@ def kernel_frame(table: pa.Table, path: Path, picked: dict[str, str],
     for field in ("op_type_raw", "core", "input_shapes", "input_dtypes"):
         if field not in frame:
             frame[field] = pd.Categorical([""] * len(frame))
+    for field, values in pipes.items():
+        frame[field] = values
     return frame
 
 
@@ -638,7 +648,8 @@ def read_kernel_table(path: Path) -> tuple[pd.DataFrame, list[str]]:
     """Read kernel_details.csv or op_summary_*.csv into raw canonical columns.
 
     Returns the frame (``op_name``, ``op_type_raw``, ``core``, ``start_ns``, ``dur_us``,
-    ``step``, ``device_id``, ``input_shapes``, ``input_dtypes``) and warnings.
+    ``step``, ``device_id``, ``input_shapes``, ``input_dtypes`` and, where the file records
+    them, the raw attribute and pipe columns of ``kernel_attributes``) and warnings.
     """
     picked = kernel_columns(path)
     # A small table's text stays text: its categoricals would be built, checked and then

@@ -54,7 +54,10 @@ OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 # The metadata naming processes and threads: which task events lie on a ``Plane`` thread
 # of the HCCL process is known from them only.
 METADATA = {"process_name", "thread_name"}
-WANTED = HOST_SIDE | {ALGORITHM_KEY} | TRACE_COMPILE_NAMES
+# The AI Core frequency: torch_npu (2025 on) writes it as counter events of this name
+# (``args.MHz``), once at the start and at each change; kept for provenance.
+FREQUENCY_NAME = "AI Core Freq"
+WANTED = HOST_SIDE | {ALGORITHM_KEY, FREQUENCY_NAME} | TRACE_COMPILE_NAMES
 # What the pass looks for when it keeps the HCCL tasks too.
 WANTED_WITH_TASKS = WANTED | {TASK_KEY} | METADATA
 TASK_BATCH = 4096  # task events whose fields are taken at once
@@ -106,7 +109,8 @@ class HostSide:
     links: HostLinks | None = None
     spans: pd.DataFrame | None = None
     tasks: CollectiveTasks | None = None
-
+    # (file: key, MHz as text) of the trace's AI Core frequency; None when not recorded.
+    aicore_freq: tuple[str, str] | None = None
 
 
 @dataclass
@@ -164,6 +168,7 @@ class LinkScan(TraceScan):
     task_chunks: list = field(default_factory=list)
     task_inexact: bool = False  # a batch kept a float among ts / pid / tid
     thread_codes: _ThreadCodes = field(default_factory=lambda: _ThreadCodes())
+    freq_mhz: list = field(default_factory=list)  # AI Core Freq counter values
 
     def consume_tasks(self, events: list) -> None:
         """Keep events the select pass routed here for their TASK_KEY alone.
@@ -219,6 +224,10 @@ class LinkScan(TraceScan):
                         algorithm(event, name)
                     elif name.__class__ is str and name in COMPILE_NAMES:
                         self._keep_compile(event)
+                    elif name == FREQUENCY_NAME and event.get("ph") == "C":
+                        args = event.get("args")
+                        self.freq_mhz.append(args.get("MHz") if args.__class__ is dict
+                                             else None)
                     elif tasks:
                         args = event.get("args")
                         if args.__class__ is dict and TASK_KEY in args:
@@ -327,6 +336,17 @@ class LinkScan(TraceScan):
         self.span_ts.append(ts)
         self.span_dur.append(event.get("dur"))
         self.span_name.append(event.get("name"))
+
+    def aicore_freq(self) -> tuple[str, str] | None:
+        """(file: key, the most common AI Core Freq value in MHz as text), or None."""
+        values = [float(v) for v in self.freq_mhz if v.__class__ in (int, float)
+                  and not isinstance(v, bool) and v == v and v > 0]
+        if not values:
+            return None
+        common = max(sorted(set(values)), key=values.count)
+        where = f"{self.path.parent.name}/{self.path.name}" \
+            if self.path.parent.name == OUTPUT_DIR else self.path.name
+        return f"{where}: {FREQUENCY_NAME}", f"{common:g}"
 
     def algorithms(self) -> Algorithms:
         """Distinct (communication type, ``args.alg_type``) pairs of the hcom events."""
@@ -510,7 +530,7 @@ class LinkScan(TraceScan):
     def side(self) -> HostSide:
         """What this pass found of the host side: links, host spans, HCCL tasks."""
         links = self.host_links()
-        return HostSide(links, self.host_spans(), self.collective_tasks())
+        return HostSide(links, self.host_spans(), self.collective_tasks(), self.aicore_freq())
 
     def _kineto_base(self) -> int:
         """Kineto writes ts relative to baseTimeNanoseconds; the kernel reader adds it too."""

@@ -32,6 +32,9 @@ hccl_algorithms   per communication type, the HCCL algorithm (``RING-RING``) its
                   found: db ``COMMUNICATION_OP.algType``, trace ``hcom_*`` ``args.alg_type``
 compute_dtypes    only its file: the dtype column of the kernels (``Run.dtype_us`` is summed
                   where the rank is reduced)
+aicore_freq       the AI Core frequency in MHz (the most common value a rank records): db
+                  ``AICORE_FREQ.freq``, msprof ``info.json`` ``DeviceInfo[].aic_frequency``,
+                  ``trace_view.json`` ``AI Core Freq`` counter events (``args.MHz``)
 ================  ===========================================================================
 
 ``read_provenance`` returns the ``RunMeta`` fields; ``sources`` (and ``detail_sources`` for
@@ -68,7 +71,8 @@ FACTS = ("cann", "torch_npu", "driver", "device", "device_count", "profiler_leve
 # What a run was collected with beyond its stack (what tells a like-for-like upgrade from
 # another comparison); their files go to ``detail_sources``, so that ``sources`` keeps the
 # facts report.json lists.
-DETAIL_FACTS = ("device_hint", "profiler_config", "hccl_algorithms", "compute_dtypes")
+DETAIL_FACTS = ("device_hint", "profiler_config", "hccl_algorithms", "compute_dtypes",
+                "aicore_freq")
 ALL_FACTS = FACTS + DETAIL_FACTS
 # Facts holding one value per key (setting, communication type); ranks combine per key.
 MAPPED_FACTS = ("profiler_config", "hccl_algorithms")
@@ -93,6 +97,7 @@ WOULD_HOLD_TORCH = {
     "profiler_config": "profiler_info_<rank>.json: config",
     "hccl_algorithms": "ASCEND_PROFILER_OUTPUT/trace_view.json: hcom_* args.alg_type",
     "compute_dtypes": "ASCEND_PROFILER_OUTPUT/kernel_details.csv: Input Data Types",
+    "aicore_freq": "ASCEND_PROFILER_OUTPUT/trace_view.json: AI Core Freq",
 }
 WOULD_HOLD_DB = {
     **WOULD_HOLD_TORCH,
@@ -103,6 +108,7 @@ WOULD_HOLD_DB = {
     "device_hint": "n/a: a db export names the device in NPU_INFO",
     "hccl_algorithms": "ascend_pytorch_profiler_<rank>.db: COMMUNICATION_OP.algType",
     "compute_dtypes": "ascend_pytorch_profiler_<rank>.db: COMPUTE_TASK_INFO.inputDataTypes",
+    "aicore_freq": "ascend_pytorch_profiler_<rank>.db: AICORE_FREQ",
 }
 WOULD_HOLD_MSPROF = {
     "cann": "host/info.json: cannVersion",
@@ -121,6 +127,7 @@ WOULD_HOLD_MSPROF = {
     "profiler_config": "n/a: an msprof capture runs below the framework",
     "hccl_algorithms": "mindstudio_profiler_output/msprof_*.db: COMMUNICATION_OP.algType",
     "compute_dtypes": "mindstudio_profiler_output/op_summary_*.csv: Input Data Types",
+    "aicore_freq": "device_*/info.json.*: DeviceInfo aic_frequency",
 }
 WOULD_HOLD_KINETO = {
     **{fact: "n/a: a GPU (Kineto) trace does not record it" for fact in ALL_FACTS},
@@ -307,6 +314,12 @@ def _db(db: Path, found: _Found, label: str) -> None:
                 found.devices |= {int(i) for i, _ in chips if str(i).lstrip("-").isdigit()}
             if "inputDataTypes" in tables.get("COMPUTE_TASK_INFO", set()):
                 found.add(DTYPE_FACT, True, f"{label}: COMPUTE_TASK_INFO.inputDataTypes")
+            if "freq" in tables.get("AICORE_FREQ", set()):
+                common = conn.execute("SELECT freq FROM AICORE_FREQ WHERE freq > 0 GROUP BY "
+                                      "freq ORDER BY COUNT(*) DESC, freq DESC LIMIT 1"
+                                      ).fetchall()
+                found.add("aicore_freq", _mhz(common[0][0]) if common else None,
+                          f"{label}: AICORE_FREQ")
             if "hostName" in tables.get("HOST_INFO", set()):
                 hosts = conn.execute("SELECT hostName FROM HOST_INFO").fetchall()
                 found.add("host", hosts[0][0] if hosts else None, f"{label}: HOST_INFO")
@@ -351,6 +364,11 @@ def _prof_dir(prof: Path, found: _Found, prefix: str) -> None:
         found.add("device", CHIP_TABLE.get(str(data.get("platform_version", "")).strip()),
                   where)
         found.add("host", data.get("hostname"), where)
+        devices = data.get("DeviceInfo")
+        frequencies = [f for d in (devices if isinstance(devices, list) else [])
+                       if isinstance(d, dict) and (f := _mhz(d.get("aic_frequency")))]
+        found.add("aicore_freq", max(sorted(set(frequencies)), key=frequencies.count)
+                  if frequencies else None, f"{where}: DeviceInfo aic_frequency")
     for device in prof.glob("device_*"):
         number = device.name.removeprefix("device_")
         if device.is_dir() and number.isdigit():
@@ -407,6 +425,23 @@ def _algorithms(info: Mapping, found: _Found) -> None:
         found.add_keyed("hccl_algorithms", comm_type, "/".join(sorted(algorithms)), where)
 
 
+def _frequency(info: Mapping, found: _Found) -> None:
+    """The AI Core frequency a reader found in the rank's trace: (file: key, MHz)."""
+    frequency = info.get("aicore_freq")
+    if isinstance(frequency, tuple) and len(frequency) == 2:
+        found.add("aicore_freq", _mhz(frequency[1]), frequency[0])
+
+
+def _mhz(value) -> str | None:
+    """A frequency in MHz as text (``1800``); None when it is no positive number."""
+    try:
+        number = float(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+    return f"{number:g}" if number > 0 and number == number and number != float("inf") \
+        else None
+
+
 def _local_time(stamp: str) -> str | None:
     """``YYYYmmddHHMMSSfff`` (a directory name's stamp) as ISO 8601 without a zone."""
     try:
@@ -437,6 +472,7 @@ def rank_facts(source: Path, fmt: str, info: Mapping | None = None) -> _Found:
         root = root.parent
     _profiler_info(root, found, (info or {}).get("profiler_info"))
     _algorithms(info or {}, found)
+    _frequency(info or {}, found)
     _profiler_metadata(root, found)
     db = find_db(source) if fmt != "msprof" else None
     if db is not None:
@@ -493,7 +529,8 @@ def read_provenance(fmt: str, sources: list[Path], info: Mapping | None = None,
     ``cann_version``, ``torch_npu_version``, ``driver_version``, ``device``,
     ``device_count``, ``profiler_level``, ``collected``, ``host``, ``world_size``,
     ``parallel``, ``environment``, ``device_hint``, ``profiler_config``,
-    ``hccl_algorithms``, ``sources`` (FACTS) and ``detail_sources`` (DETAIL_FACTS).
+    ``hccl_algorithms``, ``aicore_freq``, ``sources`` (FACTS) and ``detail_sources``
+    (DETAIL_FACTS).
     """
     info = info or {}
     ranks = facts if facts is not None else [rank_facts(Path(source), fmt)
@@ -534,6 +571,7 @@ def read_provenance(fmt: str, sources: list[Path], info: Mapping | None = None,
             "device_hint": _text(values.get("device_hint")),
             "profiler_config": mapped["profiler_config"],
             "hccl_algorithms": mapped["hccl_algorithms"],
+            "aicore_freq": _text(values.get("aicore_freq")),
             "sources": {fact: sources_of[fact] for fact in FACTS},
             "detail_sources": {fact: sources_of[fact] for fact in DETAIL_FACTS}}
 

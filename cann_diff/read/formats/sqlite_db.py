@@ -48,6 +48,16 @@ from .files import (
 )
 from .hccl_tasks import read_db_tasks
 from .json_files import LINK_COLUMNS, LINK_TYPES, read_profiler_info
+from .kernel_attributes import (
+    BLOCK_ATTRIBUTES,
+    BUSY_DB_NAMES,
+    DB_ATTRIBUTE_COLUMNS,
+    DB_STRING_ATTRIBUTES,
+    RATIO_COUNTERS,
+    RAW_FIELDS,
+    block_text,
+    pipe_columns,
+)
 from .values import (
     assign_steps,
     check_comm_times,
@@ -63,8 +73,8 @@ DB_NAME = re.compile(r"^ascend_(pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
 MSPROF_DB = re.compile(r"^msprof_\d+.*\.db$")
 ANALYSIS_DBS = ("analysis.db", "communication_analyzer.db")
 TEXT_FIELDS = ("op_name", "op_type_raw", "core", "input_shapes", "input_dtypes")
-# COMPUTE_TASK_INFO column -> raw field; blockDim/blockNum are not needed, so their
-# renames (and the old ``block_dim``) never matter here.
+# COMPUTE_TASK_INFO column -> raw field (STRING_IDS ids). The kernel attributes
+# (kernel_attributes.DB_ATTRIBUTE_COLUMNS) come beside them where the table has them.
 KERNEL_STRINGS = {"name": "op_name", "opType": "op_type_raw", "taskType": "core",
                   "inputShapes": "input_shapes", "inputDataTypes": "input_dtypes"}
 COMM_TIMES = {"elapse_time": "elapse_us", "transit_time": "transit_us",
@@ -272,7 +282,11 @@ def resolve(ids: pd.Series, strings: tuple[np.ndarray, np.ndarray, pd.Index]) ->
 
 def read_kernels(conn: sqlite3.Connection, tables: dict[str, set[str]], path: Path,
                  strings) -> pd.DataFrame:
-    """TASK ⨝ COMPUTE_TASK_INFO: raw kernel rows, times in ns (start and end)."""
+    """TASK ⨝ COMPUTE_TASK_INFO: raw kernel rows, times in ns (start and end).
+
+    With the kernel attributes COMPUTE_TASK_INFO records and the pipe ratios of
+    TASK_PMU_INFO (``kernel_attributes``), where the db has them.
+    """
     missing = [t for t in ("TASK", "COMPUTE_TASK_INFO", "STRING_IDS") if t not in tables]
     if missing:
         raise SchemaError(path, f"no kernel table(s) {', '.join(missing)} (Level_none or a "
@@ -283,13 +297,59 @@ def read_kernels(conn: sqlite3.Connection, tables: dict[str, set[str]], path: Pa
     if lacking:
         raise SchemaError(path, f"kernel tables lack column(s) {', '.join(lacking)}")
     fields = [_column(c, info, "C", alias) for c, alias in KERNEL_STRINGS.items()]
-    sql = (f"SELECT T.startNs AS start_ns, T.endNs AS end_ns, "
+    attributes = {field: next(c for c in names if c in info)
+                  for field, names in DB_ATTRIBUTE_COLUMNS.items()
+                  if any(c in info for c in names)}
+    fields += [f"C.{column} AS {field}" for field, column in attributes.items()]
+    sql = (f"SELECT T.startNs AS start_ns, T.endNs AS end_ns, C.globalTaskId AS task_id, "
            f"{_column('deviceId', task, 'T', 'device_id')}, {', '.join(fields)} "
            f"FROM COMPUTE_TASK_INFO C JOIN TASK T ON T.globalTaskId = C.globalTaskId")
     frame = _query(conn, sql, path)
-    for alias in KERNEL_STRINGS.values():
+    for alias in (*KERNEL_STRINGS.values(), *(f for f in DB_STRING_ATTRIBUTES
+                                             if f in attributes)):
         frame[alias] = resolve(frame[alias], strings)
+    for field in BLOCK_ATTRIBUTES:
+        if field in attributes:
+            frame[field] = block_text(frame[field])
+    pipes = pipe_columns(_task_counters(conn, tables, path, frame["task_id"]), len(frame))
+    frame = frame.drop(columns="task_id")
+    for field, values in pipes.items():
+        frame[field] = values
     return frame
+
+
+def _task_counters(conn: sqlite3.Connection, tables: dict[str, set[str]], path: Path,
+                   task_ids: pd.Series) -> dict[str, np.ndarray]:
+    """The PMU counters of each kernel (``task_ids``) from TASK_PMU_INFO; {} without any.
+
+    The table is long (one row per task and metric, names through STRING_IDS): only the
+    metrics ``kernel_attributes`` maps are read, pivoted by SQL to one row per task, then
+    placed on the kernel rows by task id. Busy times are stored in ns: µs here.
+    """
+    if not {"globalTaskId", "name", "value"} <= tables.get("TASK_PMU_INFO", set()):
+        return {}
+    wanted = {name: name for name in RATIO_COUNTERS} | \
+        {name: field for field, name in BUSY_DB_NAMES.items()}
+    marks = ", ".join("?" * len(wanted))
+    ids = dict(conn.execute(f"SELECT value, id FROM STRING_IDS WHERE value IN ({marks})",
+                            list(wanted)).fetchall())
+    if not ids:
+        return {}
+    picks = ", ".join(f"MAX(CASE WHEN name = {int(number)} THEN value END) AS \"{wanted[name]}\""
+                      for name, number in ids.items())
+    pivot = _query(conn, f"SELECT globalTaskId AS task_id, {picks} FROM TASK_PMU_INFO "
+                         f"WHERE name IN ({', '.join(str(int(n)) for n in ids.values())}) "
+                         "GROUP BY globalTaskId ORDER BY globalTaskId", path)
+    known = pd.to_numeric(pivot["task_id"], errors="coerce").to_numpy(np.float64)
+    wanted_ids = pd.to_numeric(task_ids, errors="coerce").to_numpy(np.float64)
+    at = np.clip(np.searchsorted(known, wanted_ids), 0, max(len(known) - 1, 0))
+    found = (known[at] == wanted_ids) if len(known) else np.zeros(len(wanted_ids), bool)
+    counters = {}
+    for field in pivot.columns.drop("task_id"):
+        values = pd.to_numeric(pivot[field], errors="coerce").to_numpy(np.float64)
+        placed = np.where(found, values[at] if len(values) else np.nan, np.nan)
+        counters[field] = placed / 1000.0 if field in BUSY_DB_NAMES else placed
+    return counters
 
 
 def read_comm_ops(conn: sqlite3.Connection, tables: dict[str, set[str]], path: Path,
@@ -342,7 +402,7 @@ def _to_ops(frames: list[pd.DataFrame | None], windows: pd.DataFrame,
     frames = [f for f in frames if f is not None and len(f)]
     if not frames:
         raise InputError(path, "no kernel rows in COMPUTE_TASK_INFO/COMMUNICATION_OP")
-    ops = concat_frames(frames)
+    ops = concat_frames(_alike(frames))
     start, end = (pd.Series(ids_or_na(ops[c])) for c in ("start_ns", "end_ns"))
     if start.isna().any():
         raise SchemaError(path, "TASK/COMMUNICATION_OP rows without integer startNs")
@@ -357,11 +417,31 @@ def _to_ops(frames: list[pd.DataFrame | None], windows: pd.DataFrame,
     start = ops["start_ns"].to_numpy(np.int64)
     out = pd.DataFrame({"start_ns": start, "dur_us": ops["dur_us"].to_numpy(np.float64),
                         "device_id": ids_or_na(ops["device_id"])})
-    for field in TEXT_FIELDS:
+    for field in (*TEXT_FIELDS, *(f for f in RAW_FIELDS if f in ops)):
         out[field] = ops[field].array  # stays categorical
     out["step"] = assign_steps(start, windows["step"].to_numpy(), windows["start_ns"].to_numpy(),
                                windows["end_ns"].to_numpy())
     return out
+
+
+def _alike(frames: list[pd.DataFrame]) -> list[pd.DataFrame]:
+    """The frames with every kernel attribute column any of them has (NaN where missing).
+
+    Collectives carry none; a text attribute missing from a frame is an all-missing
+    categorical, so that the stack keeps it categorical.
+    """
+    present = [f for f in RAW_FIELDS if any(f in frame for frame in frames)]
+    alike = []
+    for frame in frames:
+        lacking = [f for f in present if f not in frame]
+        if lacking:
+            frame = frame.assign(**{f: np.full(len(frame), np.nan) if f not in
+                                    DB_ATTRIBUTE_COLUMNS
+                                    else pd.Categorical.from_codes(
+                                        np.full(len(frame), -1), categories=[])
+                                    for f in lacking})
+        alike.append(frame)
+    return alike
 
 
 def _unit_factor(stage: pd.Series, spans_ns: pd.Series) -> float:

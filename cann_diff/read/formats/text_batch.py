@@ -28,6 +28,7 @@ from ...schema import STAGE_FIELDS
 from ..frames import cut_rows
 from . import fast_json
 from .csv_files import (
+    KERNEL_NUMBERS,
     TEXT_TABLE_BYTES,
     checked_steps,
     joined_tables,
@@ -97,9 +98,6 @@ def _joined_looks(paths: list[Path], columns_of: Callable[..., dict[str, str]],
         for (number, _), table in zip(members, tables or ()):
             looks[number] = joined(paths[number], picked[number], table)
     return [looks[n] if n in looks else regular(path) for n, path in enumerate(paths)]
-
-
-KERNEL_NUMBERS = ("dur_us", "step")
 
 
 def _regular_kernels(path: Path) -> Look:

@@ -251,6 +251,9 @@ def read_rank(path: Path) -> RankData:
         if infos:
             info.update(read_profiler_info(infos[0]))
         info["hccl_algorithms"] = scan.algorithms()  # found in the same pass, flows or none
+        frequency = scan.aicore_freq()
+        if frequency is not None:
+            info["aicore_freq"] = frequency
     rank = info.get("rank")
     steps_file = trace.parent / "step_trace_time.csv"
     comm_file = trace.parent / "communication.json"

@@ -214,8 +214,13 @@ def _text_codes(values: pd.Series) -> np.ndarray:
 # ---------------------------------------------------------------- per rank, per run
 
 def _side(data: RankData, side: HostSide, note: str) -> tuple[RankData, str]:
-    """``data`` with what one read of its host side found; its own tasks win."""
-    found = replace(data, links=side.links, host_spans=side.spans,
+    """``data`` with what one read of its host side found; its own tasks win.
+
+    The AI Core frequency the trace records goes to ``info`` (provenance reads it there).
+    """
+    info = data.info if side.aicore_freq is None or "aicore_freq" in data.info \
+        else {**data.info, "aicore_freq": side.aicore_freq}
+    found = replace(data, links=side.links, host_spans=side.spans, info=info,
                     tasks=data.tasks if data.tasks is not None else side.tasks,
                     side_read=True, side_note="" if side.links is not None else note)
     return found, found.side_note

@@ -27,8 +27,10 @@ from ...vocab.memo import normalize_distinct
 from ...vocab.names import canonicalize
 from ...vocab.shapes import normalize_dtypes, normalize_shapes
 from ..formats.host_links import Algorithms
+from ..formats.kernel_attributes import RAW_FIELDS
 from ..frames import concat_frames, concat_ranks, cut_rows
 from ..rank_data import RankData
+from .attributes import renumbered as renumbered_rows
 from .device_memory import RankMemory
 from .framework import framework_of, read_host_side
 from .non_compute import NOTHING, NonCompute, non_compute
@@ -71,11 +73,20 @@ def in_ranges(steps: pd.Series, ranges: StepRanges) -> np.ndarray:
 
 def normalize_ops(ops: pd.DataFrame, vocab: Vocabulary,
                   rank: int | np.ndarray = 0) -> pd.DataFrame:
-    """Raw rows → canonical rows; ``rank`` is 0 (the id comes later) or each row's slot."""
+    """Raw rows → canonical rows; ``rank`` is 0 (the id comes later) or each row's slot.
+
+    The raw attribute and pipe columns a reader added (``kernel_attributes.RAW_FIELDS``)
+    follow the canonical ones, as read: the summary reduces them (``summary.py``).
+    """
     ops["rank"] = rank
     ops["input_shapes"] = normalize_distinct(ops["input_shapes"], normalize_shapes)
     ops["input_dtypes"] = normalize_distinct(ops["input_dtypes"], normalize_dtypes)
-    return conform_ops(canonicalize(ops, vocab))
+    named = canonicalize(ops, vocab)
+    canonical = conform_ops(named)
+    extra = [field for field in RAW_FIELDS if field in named]
+    if extra:  # set at once: a column at a time cost ~0.05 ms each on a small rank
+        canonical = pd.concat([canonical, named[extra].set_axis(canonical.index)], axis=1)
+    return canonical
 
 
 def _drop_rows_outside_steps(ops: pd.DataFrame) -> tuple[pd.DataFrame, int]:
@@ -441,7 +452,8 @@ def _in_rank_order(summary: RunSummary, first: FirstRows) -> RunSummary:
 
     Alone, a rank's rows sort by step, then by each key's category order (first seen in
     that rank), a missing value last, then by direction; here each category is placed by
-    the row that first holds it in its rank. The samples follow their rows.
+    the row that first holds it in its rank. The samples, attributes and pipes follow
+    their rows.
     """
     table = summary.ops
     if table.empty:  # no rows left (the chosen steps hold none): nothing to order
@@ -457,7 +469,9 @@ def _in_rank_order(summary: RunSummary, first: FirstRows) -> RunSummary:
     renumbered = np.empty(len(order), dtype=np.int64)
     renumbered[order] = np.arange(len(order))
     samples = summary.samples.assign(row=renumbered[summary.samples["row"].to_numpy()])
-    return replace(summary, ops=table.iloc[order].reset_index(drop=True), samples=samples)
+    return replace(summary, ops=table.iloc[order].reset_index(drop=True), samples=samples,
+                   attributes=renumbered_rows(summary.attributes, renumbered),
+                   pipes=renumbered_rows(summary.pipes, renumbered))
 
 
 def _keep_stacked_steps(datas: list[RankData], ops: pd.DataFrame, slot: np.ndarray,

@@ -8,7 +8,9 @@ every summary row keeps the same fraction f of its durations (at least one), as 
 quantiles at (i + ½)/k of its sorted durations, so that pooled samples weigh every rank,
 step and operator alike. Summaries of ranks concatenate, and steps select on them.
 Beside them, ``adjacent``: the collective each MatMul-like kernel of an MC2 split runs
-next to, the one fact about a kernel's neighbours the fusion finding needs.
+next to, the one fact about a kernel's neighbours the fusion finding needs; and
+``attributes`` / ``pipes`` (``attributes.py``): what each row's kernels ran with, carried
+wherever the rows go.
 """
 
 from __future__ import annotations
@@ -22,6 +24,15 @@ from ...schema import COMM_SUMMARY_KEY, SUMMARY_KEY, RunSummary
 from ...vocab import Vocabulary, default_vocabulary
 from ...vocab.names import copy_direction
 from ..frames import concat_frames
+from .attributes import (
+    empty_attributes,
+    empty_pipes,
+    kernel_attributes,
+    kernel_pipes,
+    renumbered,
+    rows_between,
+    stacked,
+)
 from .timeline import exposed_communication_us
 
 RANK_SLACK = 2  # a rank may keep twice its even share, so that unequal ranks lose nothing
@@ -59,7 +70,8 @@ def _empty_adjacent() -> pd.DataFrame:
 
 def empty_summary() -> RunSummary:
     """The summary of a run without kernels or communication rows."""
-    return RunSummary(_empty_ops(), _empty_samples(), _empty_comm(), adjacent=_empty_adjacent())
+    return RunSummary(_empty_ops(), _empty_samples(), _empty_comm(), adjacent=_empty_adjacent(),
+                      attributes=empty_attributes(), pipes=empty_pipes())
 
 
 def sort_codes(column: pd.Series) -> tuple[np.ndarray, int]:
@@ -402,7 +414,8 @@ def summarize(ops: pd.DataFrame, comm: pd.DataFrame | None,
     """
     table, samples, fraction, row = _summarize_ops(ops, max_samples)
     adjacent = adjacent_kernels(ops, row, table, vocab) if len(ops) else _empty_adjacent()
-    return RunSummary(table, samples, summarize_comm(comm), fraction < 1, fraction, adjacent)
+    return RunSummary(table, samples, summarize_comm(comm), fraction < 1, fraction, adjacent,
+                      kernel_attributes(ops, row, len(table)), kernel_pipes(ops, row, len(table)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -442,8 +455,11 @@ class Stack:
         if adjacent is not None:
             low, high = self.adjacent_bounds(first, last)[[0, -1]]
             adjacent = adjacent.iloc[low:high]
+        low, high = int(self.rows[first]), int(self.rows[last])
         return RunSummary(self.summary.ops.iloc[rows], samples, self.summary.comm.iloc[comm],
-                          adjacent=adjacent)
+                          adjacent=adjacent,
+                          attributes=rows_between(self.summary.attributes, low, high),
+                          pipes=rows_between(self.summary.pipes, low, high))
 
     def rank_summary(self, slot: int) -> RunSummary:
         """Slot ``slot``'s summary, as reducing that rank alone gives it."""
@@ -456,7 +472,8 @@ class Stack:
             part.ops.reset_index(drop=True).assign(rank=0) if len(part.ops) else empty.ops,
             part.samples,
             part.comm.reset_index(drop=True).assign(rank=self.reader_ranks[slot])
-            if len(part.comm) else empty.comm, adjacent=adjacent)
+            if len(part.comm) else empty.comm, adjacent=adjacent,
+            attributes=part.attributes, pipes=part.pipes)
 
 
 @dataclass(frozen=True, eq=False)
@@ -558,9 +575,13 @@ def combine(parts: list[tuple[int, RunSummary | StackShare]], budget: int) -> Ru
     comm = _with_ranks([p.summary.comm for p in pieces], [p.comm_ranks for p in pieces])
     samples = pd.DataFrame({"row": np.concatenate(rows), "dur_us": np.concatenate(durations)}) \
         if rows else _empty_samples()
+    row_offsets = [int(n) for n in np.cumsum([0] + [len(p.summary.ops) for p in pieces[:-1]])]
     return RunSummary(ops if len(ops.columns) else _empty_ops(), samples,
                       comm if len(comm.columns) else _empty_comm(), sampled,
-                      fraction if sampled else 1.0, _combined_adjacent(pieces))
+                      fraction if sampled else 1.0, _combined_adjacent(pieces),
+                      stacked([p.summary.attributes for p in pieces], row_offsets,
+                              empty_attributes),
+                      stacked([p.summary.pipes for p in pieces], row_offsets, empty_pipes))
 
 
 def _combined_adjacent(pieces: list[_Piece]) -> pd.DataFrame | None:
@@ -594,4 +615,6 @@ def select(summary: RunSummary, keep_ops: np.ndarray, keep_comm: np.ndarray) -> 
         adjacent = adjacent[np.isin(adjacent_units, kept_units)].reset_index(drop=True)
     return RunSummary(summary.ops[keep_ops].reset_index(drop=True), samples,
                       summary.comm[keep_comm].reset_index(drop=True), summary.sampled,
-                      summary.fraction, adjacent)
+                      summary.fraction, adjacent,
+                      renumbered(summary.attributes, renumber, keep_ops),
+                      renumbered(summary.pipes, renumber, keep_ops))
