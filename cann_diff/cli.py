@@ -39,7 +39,15 @@ from .errors import (
     UsageError,
     one_line,
 )
-from .render.files import check_output_dir, safe_name, staged_report, unique_names
+from .render.files import (
+    check_inputs,
+    check_junit,
+    check_output_dir,
+    fit_name,
+    safe_name,
+    staged_report,
+    unique_names,
+)
 from .settings import Thresholds
 
 DEBUG_VARIABLE = "CANN_DIFF_DEBUG"
@@ -70,7 +78,7 @@ def _percent(value: str, option: str) -> float:
 def _count(value: str, option: str) -> int:
     """A whole number ≥ 1 (``--top``, ``--jobs``)."""
     text = str(value).strip()
-    if not re.fullmatch(r"[+]?\d+", text):
+    if not re.fullmatch(r"[+]?[0-9]{1,18}", text):  # ASCII digits: int() reads "٥" as 5
         raise UsageError(option, f"{value!r} is not a whole number (e.g. 4)")
     if int(text) < 1:
         raise UsageError(option, "must be at least 1")
@@ -128,20 +136,32 @@ def _agg_fallback() -> str | None:
     return None
 
 
+# A step number: ASCII digits only. str.isdigit and \d also take "²" or "٥", which int()
+# then refuses or reads as another digit; 18 digits keep it an int64 (and int() far from
+# its 4,300-digit limit).
+STEP_NUMBER = "[0-9]{1,18}"
+STEP_PART = re.compile(rf"(?P<low>{STEP_NUMBER})?\s*(?P<dash>-)?\s*(?P<high>{STEP_NUMBER})?")
+
+
 def parse_steps(spec: str) -> list[tuple[int | None, int | None]]:
-    """``"5-7,9"`` → [(5, 7), (9, 9)]; ``"3-"`` = step 3 onward; ``"-4"`` = up to 4."""
+    """``"5-7,9"`` → [(5, 7), (9, 9)]; ``"3-"`` = step 3 onward; ``"-4"`` = up to 4.
+
+    An empty SPEC is refused, not read as "every step": leaving ``--steps`` out is how to
+    ask for every step (after screening).
+    """
+    if not spec.strip():
+        raise UsageError("--steps", "is empty: give steps such as 5-7,9 or 3-, or leave "
+                                    "--steps out to compare every step (warm-up screened)")
     ranges: list[tuple[int | None, int | None]] = []
     for part in spec.split(","):
         part = part.strip()
-        match = re.fullmatch(r"(\d*)\s*-\s*(\d*)", part)
-        if part.isdigit():
-            ranges.append((int(part), int(part)))
-        elif match and (match.group(1) or match.group(2)):
-            low, high = (int(g) if g else None for g in match.groups())
-            ranges.append((low, high))
-        else:
-            raise UsageError("--steps", f"{part!r}: use step numbers and ranges, "
-                                        "e.g. 5-7,9 or 3-")
+        match = STEP_PART.fullmatch(part)
+        if match is None or not (match["low"] or match["high"]) or \
+                (match["low"] and match["high"] and not match["dash"]):
+            raise UsageError("--steps", f"{fmt.clip(part, 40)!r}: use step numbers (digits "
+                                        "0-9) and ranges, e.g. 5-7,9 or 3-")
+        low, high = (int(match[g]) if match[g] else None for g in ("low", "high"))
+        ranges.append((low, low) if not match["dash"] else (low, high))
     return ranges
 
 
@@ -339,8 +359,8 @@ def _show_version(ctx: click.Context, _param, value: bool) -> None:
                    "(pip install 'cann-diff[dask]').")
 @click.option("--scheduler-timeout", "scheduler_timeout", default="10", show_default=True,
               metavar="SECONDS", help="Seconds to wait for the Dask scheduler to answer.")
-@click.option("--junit", "junit_path", metavar="FILE",
-              type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--junit", "junit_path", metavar="FILE",  # checked by check_junit: one line
+              type=click.Path(path_type=Path),
               help="Also write the gate as JUnit XML (a testsuite per candidate).")
 @click.option("--no-charts", is_flag=True, help="Skip the PNG charts.")
 @click.option("--no-html", is_flag=True, help="Skip report.html (one self-contained file).")
@@ -378,11 +398,15 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
     # An explicit --steps choice replaces the screening of warm-up steps.
     thresholds = Thresholds(alpha=_alpha(alpha), threshold_pct=_percent(threshold, "--threshold"),
                             step_threshold_pct=_percent(step_threshold, "--step-threshold"),
-                            fail_on_regression_pct=gate, screen_steps=not steps_spec,
+                            fail_on_regression_pct=gate, screen_steps=steps_spec is None,
                             top_n=_count(top_n, "--top"))
-    steps = parse_steps(steps_spec) if steps_spec else None
+    steps = parse_steps(steps_spec) if steps_spec is not None else None
     jobs = _count(jobs, "--jobs")
     timeout_s = _seconds(scheduler_timeout, "--scheduler-timeout")
+    inputs = [base, *news]
+    check_inputs(inputs)  # a symlink loop: one line now, not a traceback from a reader
+    if junit_path is not None:  # again below once a default OUT is known
+        check_junit(junit_path, out_dir, [*inputs, *filter(None, (fusion_map, alias_map))])
     # Here, not at the top: --help stays fast. The allocator first, before pyarrow loads.
     from .allocator import tune
 
@@ -393,7 +417,7 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
         click.echo(f"cann-diff: warning: {fallback}", err=True)
     chart_workers = _chart_workers(jobs, not no_charts)  # MPLBACKEND settled: they inherit it
     if not chart_workers:
-        _reading_workers([base, *news], jobs, scheduler)
+        _reading_workers(inputs, jobs, scheduler)
     from .pipeline import Options, diff_candidates
     from .report import Invocation
     from .settings import Limits
@@ -417,7 +441,6 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
                       steps=steps, thresholds=thresholds, fusion_map=fusion_map,
                       alias_map=alias_map, jobs=jobs, scheduler=scheduler,
                       limits=Limits(dask_timeout_s=timeout_s))
-    inputs = [base, *news]
     if out_dir is not None:  # fail early, but create nothing before the inputs read
         check_output_dir(out_dir, inputs, create=False)
     invocation = Invocation.now(_command_line(click.get_current_context()))
@@ -428,16 +451,20 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
         results = diff_candidates(base, news, options, labels, progress, rank_progress,
                                   invocation, on_result)
         reports = [r.report for r in results]
-        names = unique_names([f"{safe_name(r.base.label)}_vs_{safe_name(r.new.label)}"
-                              for r in reports])
-        default = names[0] if len(reports) == 1 else \
-            f"{safe_name(reports[0].base.label)}_vs_" + "_".join(safe_name(r.new.label)
-                                                                 for r in reports)
-        out = check_output_dir(out_dir or Path("reports") / default, inputs)
+        target = out_dir or Path("reports") / _default_name(reports)
+        # Cut to what OUT's filesystem takes (a 300-character label); the labels stay whole.
+        names = [fit_name(name, target) for name in unique_names(
+            [f"{safe_name(r.base.label)}_vs_{safe_name(r.new.label)}" for r in reports])]
+        if junit_path is not None and out_dir is None:  # OUT known now; nothing written yet
+            check_junit(junit_path, target, [*inputs, *filter(None, (fusion_map, alias_map))])
+        out = check_output_dir(target, inputs)
         failed = [gate is not None and bool(r.comparison.step.gate) for r in results]
+        # The junit file is part of the unit: written before any move, moved with the report.
+        beside = {} if junit_path is None else \
+            {junit_path: _junit_text(reports, names, out_dir or out)}
         # The whole report is written into a stage and moved into place under a lock: a
         # reader never sees report.md of one run beside a chart of another.
-        with staged_report(out, on_wait=lambda: waiting(out)) as stage:
+        with staged_report(out, on_wait=lambda: waiting(out), beside=beside) as stage:
             replaced = [name for name in ("report.md", "report.json", "ranks.csv")
                         if (out / name).exists()]
             progress(f"writing report to {out}")
@@ -446,12 +473,9 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
             else:
                 _write_candidates(results, names, failed if gate is not None else None, gate,
                                   stage, not no_charts, not no_html, workers)
-            outside = junit_path is not None and not _write_junit(junit_path, reports, names,
-                                                                  out_dir or out, out, stage)
-    if outside:  # beside the report, once the report is in place
-        _write_junit(junit_path, reports, names, out_dir or out, out, None)
     if replaced and not quiet:  # said once the moves are done: a failed run replaced nothing
-        click.echo(f"cann-diff: replacing {', '.join(replaced)} in {out}", err=True)
+        click.echo(f"cann-diff: replacing {', '.join(replaced)} in {fmt.visible(str(out))}",
+                   err=True)
     if not quiet:
         _warn(reports)
     if len(results) == 1:
@@ -461,30 +485,25 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
     slow = [r.report.new.label for r, f in zip(results, failed) if f]
     if slow:
         click.echo(f"cann-diff: gate failed: step time regressed by ≥ {gate:g}% in "
-                   + ", ".join(f"{r.report.new.label} ({fmt.pct(r.report.step.change_pct)})"
+                   + ", ".join(f"{fmt.visible(r.report.new.label)} "
+                               f"({fmt.pct(r.report.step.change_pct)})"
                                for r, f in zip(results, failed) if f), err=True)
         sys.exit(EXIT_REGRESSION)
     sys.exit(EXIT_OK)
 
 
-def _write_junit(path: Path, reports, names: list[str], shown: Path, out: Path,
-                 stage: Path | None) -> bool:
-    """Write the JUnit XML; False (nothing written) for a FILE outside OUT while staging.
+def _default_name(reports) -> str:
+    """OUT's default: ``<base>_vs_<new>`` or ``<base>_vs_<c1>_<c2>…``, cut to fit ``reports/``."""
+    return fit_name(f"{safe_name(reports[0].base.label)}_vs_"
+                    + "_".join(safe_name(r.new.label) for r in reports), Path("reports"))
 
-    In OUT it goes into the stage (moved with the report as one unit); elsewhere, with
-    ``stage`` None, where the user asked, after the report is in place. The report
-    directories are written as given.
-    """
-    from .render.files import write_text_atomic
+
+def _junit_text(reports, names: list[str], shown: Path) -> str:
+    """The JUnit XML; the report directories are written as given (``shown``)."""
     from .render.junit import junit_xml
 
-    inside = path.resolve().parent == out.resolve()
-    if stage is not None and not inside:
-        return False
     directories = [shown] if len(reports) == 1 else [shown / name for name in names]
-    text = junit_xml(reports, directories)
-    write_text_atomic(stage / path.name if stage is not None else path, text)
-    return True
+    return junit_xml(reports, directories)
 
 
 def _labels(spec: str | None, base_label: str | None, new_label: str | None,

@@ -116,8 +116,12 @@ def footnote_mark(number: int) -> str:
 # Control characters (C0, DEL, C1), zero-width and line/paragraph separators, bidi
 # embeddings, overrides and isolates, the byte-order mark: in a name from a profile, a
 # path or a label they break a line, recolour a terminal or reorder what a reader sees.
+# Lone surrogates too: Python decodes a byte of a file name or argument that is not UTF-8
+# (b"\xff", a GBK name) as U+DC80-U+DCFF, which no UTF-8 file, terminal or font takes.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069"
-                      "\ufeff\ufffe\uffff]")
+                      "\ud800-\udfff\ufeff\ufffe\uffff]")
+# The surrogates Python's surrogateescape makes of the bytes 0x80-0xFF.
+_ESCAPED_BYTES = range(0xDC80, 0xDD00)
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # A run of text without blanks longer than this is cut in the middle (a 5,000-character
 # kernel name); report.json keeps it whole.
@@ -128,11 +132,16 @@ TABLE_RUN = 60  # the same in a table cell
 def _escape_control(match: re.Match) -> str:
     char = match.group(0)
     code = ord(char)
+    if code in _ESCAPED_BYTES:  # the byte the name held: \xff, as Python shows bytes
+        return f"\\x{code - 0xDC00:02x}"
     return _NAMED.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 
 def visible(text: str) -> str:
-    r"""Text with every control, invisible or bidi character written as an escape (``\\x1b``)."""
+    r"""Text with every control, invisible or bidi character written as an escape (``\\x1b``).
+
+    A byte that was not UTF-8 (a lone surrogate from ``surrogateescape``) shows as ``\\xff``.
+    """
     text = str(text)
     return _CONTROL.sub(_escape_control, text) if _CONTROL.search(text) else text
 

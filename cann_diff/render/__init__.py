@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .files import write_atomic, write_images, write_text_atomic
+from .files import UNDECODABLE, write_atomic, write_images, write_text_atomic
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -31,7 +31,8 @@ def write_ranks_csv(report: Report, path: Path) -> Path:
 
     columns = list(RankRow.__dataclass_fields__)
     table = pd.DataFrame([to_json(r) for r in report.ranks], columns=columns)
-    return write_atomic(path, lambda temp: table.to_csv(temp, index=False, float_format="%.3f"))
+    return write_atomic(path, lambda temp: table.to_csv(temp, index=False, float_format="%.3f",
+                                              encoding="utf-8", errors=UNDECODABLE))
 
 
 def write_report(report: Report, out_dir: Path, charts: bool = True,

@@ -200,7 +200,7 @@ def _table(block: Table) -> str:
     # A prose column (a why cell) wraps at a readable width instead of widening the table.
     kinds = [numeric if r else (' class="prose"' if h in block.prose else "")
              for h, r in zip(block.headers, right)]
-    head = "".join(f'<th scope="col"{numeric if r else ""}>{escape(h)}</th>'
+    head = "".join(f'<th scope="col"{numeric if r else ""}>{escape(fmt.visible(h))}</th>'
                    for h, r in zip(block.headers, right))
     rows = []
     for row in block.rows:
@@ -285,7 +285,8 @@ def to_html(blocks: list[Block], images: Mapping[str, bytes] | None = None,
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f'<meta name="generator" content="{escape(generator)}">',
-        f"<title>{escape(title)}</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
+        f"<title>{escape(fmt.visible(title))}</title>", f"<style>{STYLE}</style>", "</head>",
+        "<body>",
         "<header>", *header, "</header>",
         f'<nav aria-label="Sections"><strong>Sections</strong><ol>{toc}</ol></nav>',
         "<main>", body, "</main>", "<footer>", *footer, "</footer>",
