@@ -39,8 +39,6 @@ from .document import (
 
 PER_INPUT = ("input_formats", "input_dtypes")
 NOTHING_SEEN = "time moved, no recorded attribute changed"
-# What "the kernel itself" needs recorded on both sides of a key (compare/attributes.py).
-ALIKE_NEEDS = ("core", "implementation")
 MOVED = ("regressed", "improved")
 EXAMPLES = 3  # keys named per row, largest |Δ| first
 # Bound shifts with a row of their own, largest |Δ| first; the rest share one row: a
@@ -98,8 +96,8 @@ def _changes_of(op: OperatorRow) -> list[tuple[int, str, str]]:
     if shift:
         out.append((len(ATTRIBUTES), *shift))
     if op.status in MOVED and not attributes.get("changed"):
-        alike = all(_recorded(attributes, side, a) for side in ("base", "new")
-                    for a in ALIKE_NEEDS)
+        # The compare stage's own word, not its rule again (compare/attributes.py ``why``).
+        alike = (op.why or "").startswith(KERNEL_ITSELF)
         out.append((len(ATTRIBUTES) + 1, KERNEL_ITSELF if alike else NOTHING_SEEN, ""))
     return out
 
