@@ -192,11 +192,14 @@ class RankBars:
 
 
 def _screen(report, out_dir: Path) -> str:
-    s = report.step
-    lines = [fmt.visible(report.headline), "",
-             f"step  {fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms  "
-             f"({fmt.pct(s.change_pct)}, {s.status}"
-             f"{', ' + fmt.p_phrase(s.p_value) if s.p_value is not None else ''})"]
+    """The verdict as the report opens with it: its line, causes, caveats; the findings."""
+    v = report.verdict
+    lines = [fmt.visible(v.line if v is not None else report.headline)]
+    if v is not None:
+        lines += [f"  {fmt.visible(c.text)}" for c in v.causes]
+        lines += [f"  {fmt.visible(v.memory)}"] if v.memory else []
+        lines += [f"⚠ {fmt.visible(c.text)}" for c in v.caveats]
+    lines.append("")
     for finding in report.findings[:5]:
         lines.append(f"  [{finding.severity}] {finding.id}: {fmt.visible(finding.title)}")
     lines += ["", f"report: {fmt.visible(str(out_dir / 'report.md'))}"]

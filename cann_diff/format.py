@@ -62,6 +62,18 @@ def p_phrase(value) -> str:
     return "p < 0.001" if value < 0.001 else f"p = {value:.3f}"
 
 
+def share_of_change(share) -> str:
+    """A part's signed fraction of a change as words: ``71% of the change, against it``.
+
+    None (a part outside the changed total) is ``outside Stage``.
+    """
+    if share is None or is_missing(share):
+        return "outside Stage"
+    if share < 0:
+        return f"{abs(share) * 100:.0f}% of the change, against it"
+    return f"{share * 100:.0f}% of the change"
+
+
 BELOW_MARK = "†"  # a significant change under its threshold (benchstat shows such a % too)
 
 

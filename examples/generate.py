@@ -216,8 +216,14 @@ def comm_json(rows: list[dict], cann8: bool) -> dict:
     return out
 
 
+# The stack each example records (profiler_info ``cann_version`` / ``torch_npu_version``):
+# the torch_npu release built for that CANN.
+VERSIONS = {False: ("7.0.1.3", "2.1.0.post3"), True: ("8.0.RC2", "2.1.0.post6")}
+
+
 def profiler_info(cann8: bool, rank: int) -> dict:
-    info = {"config": {"common_config": {"activities": ["ProfilerActivity.CPU",
+    cann, torch_npu = VERSIONS[cann8]
+    info = {"cann_version": cann, "torch_npu_version": torch_npu, "config": {"common_config": {"activities": ["ProfilerActivity.CPU",
                                                           "ProfilerActivity.NPU"],
                                          "schedule": {"wait": 0, "warmup": 1, "active": 3,
                                                       "repeat": 1, "skip_first": 4},

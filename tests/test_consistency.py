@@ -5,7 +5,9 @@ shipped examples run through the library; each check reads what a reviewer reads
 verdict, a finding's title, detail and data, the step table and the section tables — and
 holds the figures against each other at display precision (ms with two decimals):
 
-* the verdict's step figures and every part it names are the step table's;
+* the verdict's step figures and every part it names are the step table's; its causes
+  (report.json ``verdict``) are those parts, largest first, each share its Δ over Δ Stage,
+  and report.md lists each as it is in report.json;
 * each collective type a sentence names is its row of Communication by type, and the
   types' exposed time adds up to the step table's exposed communication;
 * waiting, transfer and idle are one source: the verdict's, the per-type table's, the
@@ -148,6 +150,35 @@ def test_the_verdict_quotes_the_step_table(base, new):
     grew = re.search(r"exposed communication grew by " + MS, text)
     if grew:
         _same(grew.group(1), breakdown.communication_not_overlapped.delta_us)
+
+
+PART_ROWS = {"computing": "computing", "exposed communication": "communication_not_overlapped",
+             "Free (device idle)": "free", "Bubble": "bubble"}
+
+
+@pytest.mark.parametrize("base, new", CASES)
+def test_the_verdict_causes_are_the_step_table_rows(base, new):
+    report, md = _report(base, new)
+    v, s = report.verdict, report.step
+    if s.base_us is not None and s.new_us is not None:
+        assert f"{fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms per step" in v.line
+    stated = re.search(r" is (?:only )?([\d.]+)% (slower|faster) than ", v.line)
+    if stated:
+        assert float(stated.group(1)) == round(abs(s.change_pct), 1), (v.line, s.change_pct)
+    assert len(v.causes) <= 4
+    assert [abs(c.delta_us) for c in v.causes] == sorted((abs(c.delta_us) for c in v.causes),
+                                                         reverse=True)
+    head = md[:md.index("\n## ")]
+    for cause in v.causes:
+        if cause.name in PART_ROWS:
+            row = getattr(s.breakdown, PART_ROWS[cause.name])
+            _same(fmt.ms(cause.delta_us, signed=True), row.delta_us, signed=True)
+            sign = -1.0 if cause.name == "Bubble" else 1.0
+            assert cause.share == pytest.approx(sign * row.delta_us / s.delta_us, rel=1e-9)
+        shown = f"- **{cause.name} {fmt.ms(cause.delta_us, signed=True)} ms** "
+        assert shown in md.replace("\\", ""), shown
+        assert cause.text.startswith(f"{cause.name} {fmt.ms(cause.delta_us, signed=True)} ms (")
+    assert head.count("**Verdict:**") == 1
 
 
 @pytest.mark.parametrize("base, new", CASES)

@@ -159,7 +159,11 @@ def test_readme_quotes_the_committed_example_verdict_and_headline():
     quoted = " ".join(quoted.split())
     summary = json.loads((ROOT / "reports/example/report.json").read_text())
     assert summary["verdict"] in quoted
-    assert json.loads(PAIR.read_text())["headline"] in quoted
+    verdict = json.loads(PAIR.read_text())["verdict"]
+    assert f"**Verdict:** {verdict['line']}." in quoted
+    for cause in verdict["causes"]:  # "- **name Δ ms** (share): detail", as report.md has it
+        name, _, rest = cause["text"].partition(" (")
+        assert f"- **{name}** ({rest}" in quoted, cause["text"]
 
 
 @pytest.mark.slow

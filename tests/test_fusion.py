@@ -133,12 +133,15 @@ def test_fused_to_split_markdown_headline(fused_split, tmp_path):
     result = run_cli(fused.path, split.path, "-o", tmp_path / "out", "-q", "--no-charts")
     assert result.exit_code == 0, result.output
     md = (tmp_path / "out" / "report.md").read_text()
-    verdict = next(line for line in md.splitlines() if line.startswith("**Verdict:**"))
+    # The verdict block: its line, then the causes, up to the first section.
+    verdict = md[md.index("**Verdict:**"):md.index("\n## ")]
+    line = verdict.splitlines()[0]
     # 5.22 → 5.89 ms; 4 more AllReduce per step add 4·300 µs = 1.20 ms exposed.
-    assert "12.7% slower" in verdict
-    assert "MatmulAllReduce" in verdict and "no longer fused" in verdict
-    assert "exposed communication grew by 1.20 ms" in verdict
-    assert "AllReduce +1.20 ms, 4 more per step" in verdict
+    assert "12.7% slower" in line and "5.22 → 5.89 ms per step" in line
+    cause = next(c for c in verdict.splitlines() if c.startswith("- **exposed communication"))
+    assert "MatmulAllReduce no longer fused" in cause
+    assert cause.startswith("- **exposed communication +1.20 ms**")
+    assert "AllReduce +1.20 ms, 4 more per step" in cause
     assert "## MC2 fusion" in md
     assert "## Only in new (added)" not in md and "## Only in base (removed)" not in md
 

@@ -141,7 +141,8 @@ def test_report_html_holds_no_element_or_handler_from_a_name(hostile_run):
     assert tags <= {"html", "head", "meta", "title", "style", "body", "header", "h1", "h2", "h3",
                     "nav", "ol", "li", "a", "main", "section", "p", "strong", "code", "span",
                     "div", "table", "thead", "tbody", "tr", "th", "td", "figure", "img",
-                    "figcaption", "footer", "script", "ul", "sub", "br"}
+                    "figcaption", "footer", "script", "ul", "sub", "br", "details",
+                    "summary"}
     assert [a for _, a in dom.tags if any(k.startswith("on") for k in a)] == []
     assert all(a["src"].startswith("data:image/png;base64,") for t, a in dom.tags if t == "img")
     assert sum(t == "script" for t, _ in dom.tags) == 1  # the tool's own sorter

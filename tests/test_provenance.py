@@ -211,7 +211,8 @@ def test_cann83_text_export():
                                 "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True")
     md = render_markdown(diff(MI / "test/st/level2/rank_0_ascend_pt",
                               MI / "test/st/level2/rank_2_ascend_pt").report)
-    rows = [line.split("|")[1].strip() for line in md.splitlines()[4:24] if line.startswith("|")]
+    runs = md[md.index("## Runs compared"):].splitlines()[:30]
+    rows = [line.split("|")[1].strip() for line in runs if line.startswith("|")]
     assert rows[rows.index("ranks"):rows.index("ranks") + 3] == ["ranks", "parallelism",
                                                                  "environment"]
     assert "| 0 (world size 4) " in md

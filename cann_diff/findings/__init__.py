@@ -24,7 +24,7 @@ from .base import FINDING_IDS, SEVERITY_ORDER, Finding
 from .comm_hides_compute import comm_hides_compute
 from .compute_split import ComputeSplit, mc2_part, split_computing
 from .fusion import FusionGroup, claimed_instances, detect_fusion, fusion_finding
-from .headline import headline, unmeasured_headline
+from .headline import Verdict, headline, unmeasured_headline, verdict
 from .host_bound import host_bound
 from .late_rank import late_in_both, late_ranks, unprofiled_peers
 from .memory_growth import memory_growth, memory_sentence
@@ -48,7 +48,7 @@ class Analysis:
     ``compute_sentence`` says where Δ Computing went (``story.compute_parts``);
     ``framework_sentence`` how much of Δ Stage framework operators explain;
     ``comparability_sentence`` what differs besides the stack (it follows the verdict in
-    ``headline``).
+    ``headline``); ``verdict`` is the same verdict as a line, ranked causes and caveats.
     """
 
     fusion: tuple[FusionGroup, ...]
@@ -65,6 +65,7 @@ class Analysis:
     # (Who waits for whom): said where they belong, never raised as findings.
     rank_notes: tuple[Note, ...] = ()
     skew_notes: tuple[Note, ...] = ()
+    verdict: Verdict | None = None
 
     @property
     def fusion_claims(self) -> tuple[dict[int, float], dict[int, float]]:
@@ -117,12 +118,13 @@ def analyse(cmp: Comparison, vocab: Vocabulary | None = None) -> Analysis:
     findings.sort(key=lambda f: SEVERITY_ORDER.get(f.severity, len(SEVERITY_ORDER)))
     memory = memory_sentence(cmp.memory, cmp.thresholds)
     alike = comparability_sentence(cmp)
-    verdict = unmeasured_headline(cmp, unmeasured) if unmeasured else \
+    said = unmeasured_headline(cmp, unmeasured) if unmeasured else \
         headline(cmp, findings, groups, compute)
-    text = " ".join(t for t in (verdict, alike, memory) if t)
+    text = " ".join(t for t in (said, alike, memory) if t)
     sentence, _ = compute_parts(cmp, compute)
     return Analysis(tuple(groups), tuple(findings), claimed, compute,
                     _operators(cmp, groups, claimed), text, memory,
                     sentence[0].upper() + sentence[1:] + ".", framework_sentence(cmp), alike,
                     imbalances_in_both(cmp, slow) + late_in_both(cmp, late),
-                    unprofiled_peers(cmp))
+                    unprofiled_peers(cmp),
+                    verdict(cmp, findings, groups, compute, unmeasured, alike, memory))

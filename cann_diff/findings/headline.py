@@ -12,7 +12,9 @@ When ``comm-hides-compute`` fires, the sentence leads with the kernel gain it hi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from .. import format as fmt
 from ..compare import Comparison
@@ -22,6 +24,7 @@ from .fusion import FusionGroup
 from .host_bound import settings_text
 from .story import (
     BUBBLE,
+    OTHER_PARTS,
     Part,
     collective_parts,
     collectives_text,
@@ -30,6 +33,7 @@ from .story import (
     signed_ms,
     step_change,
     step_parts,
+    step_sign,
 )
 
 BY_TYPE = " Kernels were compared by type only: the profiles record no input shapes."
@@ -208,3 +212,143 @@ def headline(cmp: Comparison, findings: Sequence[Finding], fusion: Sequence[Fusi
     return (f"{cmp.new.label} is {abs(step_change(s)):.1f}% {word} than {cmp.base.label} "
             f"({fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms per step{_mean(cmp)}"
             f"{_screened(cmp)}{_caveat(cmp)}){why}{_split_cause(fusion)}.{shapeless}")
+
+
+# --------------------------------------------------------------------------- the verdict
+
+CAUSES_SHOWN = 4
+OUTSIDE_STAGE = {label for _, label in OTHER_PARTS}
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One part of the step change: its figure as the step table shows it, and why.
+
+    ``delta_us`` is the part's own change (Bubble's too, which Stage leaves out, so it
+    enters the step with the opposite sign); ``share`` is the signed fraction of Δ Stage
+    it makes (Bubble's negated), None for a part outside Stage.
+    """
+
+    name: str
+    delta_us: float
+    share: float | None
+    detail: str
+
+    @property
+    def text(self) -> str:
+        """``exposed communication +7.30 ms (170% of the change): AllReduce …``."""
+        return f"{self.name} {signed_ms(self.delta_us)} ({fmt.share_of_change(self.share)})" + (
+            f": {self.detail}" if self.detail else "")
+
+
+@dataclass(frozen=True)
+class Caveat:
+    """What limits how far the verdict can be trusted, with a stable code."""
+
+    code: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verdict as a headline line, its ranked causes and its caveats (said once).
+
+    ``memory`` is the device-memory sentence when a peak moved enough, else None.
+    """
+
+    line: str
+    causes: tuple[Cause, ...]
+    caveats: tuple[Caveat, ...]
+    memory: str | None = None
+
+
+def _cause(cmp: Comparison, part: Part, compute: ComputeSplit,
+           fusion: Sequence[FusionGroup]) -> Cause:
+    step = cmp.step.delta_us
+    if part.name == BUBBLE:
+        detail = "pipeline receive time, which Stage leaves out: more Bubble, shorter Stage"
+    elif part.name == "computing":
+        detail = _compute_phrase(cmp, compute)
+    elif part.name == "exposed communication":
+        split = _split_cause(fusion).removeprefix("; ")
+        detail = "; ".join(t for t in (_comm_phrase(cmp), split) if t)
+    elif part.name.startswith("Free"):
+        detail = free_phrase(cmp)
+    else:
+        detail = ""
+    share = None if part.name in OUTSIDE_STAGE or not math.isfinite(step) or step == 0 \
+        else step_sign(part) * part.delta_us / step
+    return Cause(part.name, part.delta_us, share, detail)
+
+
+def _line(cmp: Comparison, hidden: Finding | None, compute: ComputeSplit) -> str:
+    """``new is 8.0% slower than base: 53.95 → 58.24 ms per step, p < 0.001``."""
+    s = cmp.step
+    figures = f"{fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms per step"
+    p = f", {fmt.p_phrase(s.p_value)}" if s.p_value is not None else ""
+    between = f"{cmp.base.label} and {cmp.new.label}"
+    if s.status == "unchanged" and hidden is None:
+        if s.significant:
+            return (f"Step time between {between} changed by {fmt.pct(step_change(s))}: "
+                    f"{figures}{p}, below the {s.threshold_pct:g}% step threshold")
+        if s.significant is None:  # no test: the threshold alone decides
+            return (f"No change in step time beyond the {s.threshold_pct:g}% threshold "
+                    f"between {between}: {figures} ({fmt.pct(s.delta_pct)})")
+        return (f"No significant change in step time between {between}: {figures} "
+                f"({fmt.pct(step_change(s))}{p})")
+    change = step_change(s)
+    word = "slower" if change > 0 else "faster"
+    only = "only " if hidden is not None and change <= 0 else ""
+    line = (f"{cmp.new.label} is {only}{abs(change):.1f}% {word} than {cmp.base.label}: "
+            f"{figures}{p}")
+    if hidden is not None:
+        gain = fmt.ms(-compute.like_for_like_us)
+        line += (f"; communication growth hides a {gain} ms kernel gain" if change > 0 else
+                 f"; communication growth ate most of a {gain} ms kernel gain")
+    return line
+
+
+def _caveats(cmp: Comparison, alike: str) -> list[Caveat]:
+    s = cmp.step
+    out = []
+    if s.p_value is None and s.base_us is not None and s.new_us is not None:
+        out.append(Caveat("one-capture", ONE_STEP[0].upper() + ONE_STEP[1:]))
+    screened = _screened(cmp).removeprefix("; ")
+    if screened:
+        out.append(Caveat("warm-up", screened[0].upper() + screened[1:]))
+    mean = _mean(cmp).removeprefix("; ")
+    if mean:
+        out.append(Caveat("outlier-step", mean[0].upper() + mean[1:]))
+    if by_type(cmp):
+        out.append(Caveat("by-type", BY_TYPE.strip()))
+    out += [Caveat(note.code, note.text[:1].upper() + note.text[1:]) for note in cmp.warnings
+            if note.code in VERDICT_NOTES]
+    if alike:
+        out.append(Caveat("not-like-for-like", alike))
+    return out
+
+
+# Comparison notes that qualify the verdict itself: stated with its caveats.
+VERDICT_NOTES = ("shapes-differ",)
+
+
+def verdict(cmp: Comparison, findings: Sequence[Finding], fusion: Sequence[FusionGroup],
+            compute: ComputeSplit, unmeasured: Sequence[str], alike: str,
+            memory: str | None) -> Verdict:
+    """The step verdict in one line, up to ``CAUSES_SHOWN`` causes by size, and caveats.
+
+    The causes are the step parts the headline names (``story.step_parts``), each with
+    its share of Δ Stage; nothing is named for a step that did not change (noise does not
+    speak) or whose kernel durations are no measurement.
+    """
+    caveats = tuple(_caveats(cmp, alike))
+    if unmeasured:
+        return Verdict(unmeasured_headline(cmp, unmeasured).removesuffix("."), (), caveats,
+                       memory)
+    hidden = next((f for f in findings if f.id == "comm-hides-compute"), None)
+    line = _line(cmp, hidden, compute)
+    if cmp.step.status == "unchanged" and hidden is None:
+        return Verdict(line, (), caveats, memory)
+    parts = sorted(step_parts(cmp), key=lambda p: -abs(p.delta_us))[:CAUSES_SHOWN]
+    return Verdict(line, tuple(_cause(cmp, p, compute, fusion) for p in parts), caveats,
+                   memory)

@@ -14,6 +14,7 @@ from .. import format as fmt
 from ..report import CategoryRow, FamilyRow, OperatorRow, Report
 from .document import (
     Block,
+    Bullets,
     Cell,
     Chart,
     Finding,
@@ -632,24 +633,42 @@ def _side_warnings(report: Report) -> list[Block]:
     return [Warnings(lines)] if lines else []
 
 
-def _comparability(report: Report) -> list[Block]:
-    """What differs besides the stack, above the verdict: each value and where it was read."""
+def _comparability(report: Report) -> tuple[Inline, ...]:
+    """What differs besides the stack: each value and where it was read."""
     if not report.comparability:
-        return []
-    lines = (inline(strong("⚠ Not a like-for-like stack upgrade:"), " besides the software "
-                    "stack, these differ; part of the change may be theirs."),
-             *(inline(f"{c.what}: ", code(c.base), " → ", code(c.new), f" ({c.source})")
-               for c in report.comparability))
-    return [Warnings(lines)]
+        return ()
+    return (inline(strong("⚠ Not a like-for-like stack upgrade:"), " besides the software "
+                   "stack, these differ; part of the change may be theirs."),
+            *(inline(f"{c.what}: ", code(c.base), " → ", code(c.new), f" ({c.source})")
+              for c in report.comparability))
 
 
-def _prominent(report: Report) -> list[Block]:
-    """Caveats that change how far the verdicts can be trusted, right under the verdict."""
-    lines = tuple(inline("⚠ ", n.text) for n in report.notes if n.code in PROMINENT)
-    return [Warnings(lines)] if lines else []
+def _verdict(report: Report) -> list[Block]:
+    """The verdict's line, its causes largest first, and its caveats in one ⚠ block.
+
+    The like-for-like caveat is said by the comparability lines (each value and its
+    source), not again as a sentence.
+    """
+    v = report.verdict
+    if v is None:  # a report built without its analysis: the headline alone
+        return [Paragraph(inline(strong("Verdict:"), " ", report.headline), "verdict"),
+                *([Warnings(_comparability(report))] if report.comparability else [])]
+    blocks: list[Block] = [Paragraph(inline(strong("Verdict:"), " ", v.line, "."), "verdict")]
+    if v.causes:
+        blocks.append(Bullets(tuple(inline(strong(f"{c.name} {fmt.ms(c.delta_us, signed=True)} "
+                                                  "ms"), f" ({fmt.share_of_change(c.share)})",
+                                           f": {c.detail}" if c.detail else "")
+                                    for c in v.causes), "causes"))
+    if v.memory:
+        blocks.append(Paragraph(inline(v.memory)))
+    lines = tuple(inline("⚠ ", c.text) for c in v.caveats if c.code != LIKE_FOR_LIKE)
+    lines += _comparability(report)
+    return blocks + ([Warnings(lines)] if lines else [])
 
 
-PROMINENT = ("shapes-differ",)
+LIKE_FOR_LIKE = "not-like-for-like"
+
+
 # Caveats that question the comparison itself: shown above the verdict.
 NOT_COMPARABLE = ("excerpt", "unrelated")
 
@@ -676,10 +695,8 @@ def report_blocks(report: Report, charts: Collection[str] = ()) -> list[Block]:
         notes.mark(warning)
     blocks: list[Block] = [
         Heading(1, inline(f"cann-diff: {report.base.label} vs {report.new.label}")),
-        *_comparability(report), *_not_comparable(report),
-        Paragraph(inline(strong("Verdict:"), " ", report.headline), "verdict")]
-    blocks += _side_warnings(report) + _prominent(report) + provenance_blocks(report)
-    blocks += _findings(report)
+        *_not_comparable(report), *_verdict(report)]
+    blocks += _side_warnings(report) + _findings(report) + provenance_blocks(report)
     blocks += _step(report, charts, notes) + free_blocks(report, charts) + _fusion(report)
     blocks += _communication(report) + collective_blocks(report)
     blocks += _operators(report, charts, notes) + why_blocks(report, charts)

@@ -117,9 +117,10 @@ class Findings:
 
 @dataclass(frozen=True)
 class Bullets:
-    """A plain bullet list."""
+    """A plain bullet list; ``role``: ``causes`` (the verdict's), else plain."""
 
     items: tuple[Inline, ...]
+    role: str = ""
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,18 @@ class Notes:
     items: tuple[Inline, ...]
 
 
-Block = Heading | Paragraph | Warnings | Findings | Bullets | Table | Chart | Notes
+@dataclass(frozen=True)
+class Collapsed:
+    """Detail a reader opens when wanted: ``summary`` says what it holds (and what differs).
+
+    report.html folds it (``<details>``); report.md shows the summary, then the blocks.
+    """
+
+    summary: Inline
+    blocks: tuple
+
+
+Block = Heading | Paragraph | Warnings | Findings | Bullets | Table | Chart | Notes | Collapsed
 
 
 class Footnotes:

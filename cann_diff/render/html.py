@@ -23,6 +23,7 @@ from .document import (
     Block,
     Bullets,
     Chart,
+    Collapsed,
     Findings,
     Heading,
     Inline,
@@ -46,7 +47,11 @@ h3 { font-size: 1.05rem; margin: 1.4rem 0 .4rem; }
 code { font: .88em/1.3 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
        background: var(--band); padding: 0 .25em; border-radius: 3px;
        overflow-wrap: anywhere; }
-.verdict { font-size: 1.08rem; }
+.verdict { font-size: 1.08rem; margin-bottom: .3rem; }
+ul.causes { margin: .2rem 0 .6rem; padding-left: 1.4rem; }
+ul.causes li { margin: .15rem 0; }
+details { margin: .6rem 0; }
+details > summary { cursor: pointer; }
 .warnings, .warning { background: var(--note); border-left: 4px solid var(--medium);
                       padding: .4rem .8rem; margin: .8rem 0; }
 .warnings p { margin: .15rem 0; }
@@ -239,7 +244,13 @@ def _block(block: Block, images: Mapping[str, bytes]) -> str | None:
                         f"<p>{inline_html(f.detail)}</p></li>" for f in block.items)
         return f'<ul class="findings">{items}</ul>'
     if isinstance(block, Bullets):
-        return "<ul>" + "".join(f"<li>{inline_html(i)}</li>" for i in block.items) + "</ul>"
+        role = f' class="{escape(block.role)}"' if block.role else ""
+        return f"<ul{role}>" + "".join(f"<li>{inline_html(i)}</li>" for i in block.items) + \
+            "</ul>"
+    if isinstance(block, Collapsed):
+        inner = (_block(b, images) for b in block.blocks)
+        return (f"<details><summary>{inline_html(block.summary)}</summary>"
+                + "".join(t for t in inner if t is not None) + "</details>")
     if isinstance(block, Notes):
         items = "".join(f"<p>{inline_html(item)}</p>" for item in block.items)
         return f'<div class="notes">{items}</div>'

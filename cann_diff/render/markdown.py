@@ -21,6 +21,7 @@ from .document import (
     Block,
     Bullets,
     Chart,
+    Collapsed,
     Findings,
     Heading,
     Inline,
@@ -137,6 +138,9 @@ def _block(block: Block, charts: Mapping[str, str]) -> str | None:
     if isinstance(block, Chart):
         link = charts.get(block.name)
         return f"![{escape(block.alt)}]({link})" if link else None
+    if isinstance(block, Collapsed):
+        inner = (_block(b, charts) for b in block.blocks)
+        return "\n\n".join([inline_md(block.summary), *(t for t in inner if t is not None)])
     raise TypeError(f"no Markdown layout for {type(block).__name__}")
 
 

@@ -7,7 +7,18 @@ and names the file that would hold it (``n/a`` where the format cannot record it
 from __future__ import annotations
 
 from ..report import Report, Side
-from .document import Block, Cell, Paragraph, Table, cell, code, inline
+from .document import (
+    Block,
+    Cell,
+    Collapsed,
+    Paragraph,
+    Table,
+    cell,
+    code,
+    inline,
+    plain_text,
+    section,
+)
 
 
 def ranks_text(values) -> str:
@@ -119,4 +130,37 @@ def provenance_blocks(report: Report) -> list[Block]:
                     report.invocation.date_source, "")
         made = inline(made, ", run as ", code(report.invocation.command), "; dated ",
                       report.invocation.date, when)
-    return [Table(("", "base", "new"), rows), Paragraph(inline(made, "."), "small")]
+    return [section("Runs compared", "runs"),
+            Collapsed(_summary(rows), (Table(("", "base", "new"), rows),
+                                       Paragraph(inline(made, "."), "small")))]
+
+
+# Rows that always differ or name the runs: never "what differs".
+NOT_COMPARED = ("label", "path")
+# A value longer than this is named, not quoted, in the summary.
+SHORT = 24
+UNKNOWN = ("not recorded", "n/a")
+
+
+def _summary(rows) -> tuple:
+    """What the folded table holds: the facts that differ (short values quoted), then counts.
+
+    ``CANN 7.0.1.3 → 8.0.RC2; collected differ · 6 the same · 3 not recorded on a side``.
+    """
+    differ, same, unknown = [], 0, 0
+    for name_cell, base_cell, new_cell in rows:
+        name = plain_text(name_cell.text)
+        base, new = plain_text(base_cell.text), plain_text(new_cell.text)
+        if name in NOT_COMPARED:
+            continue
+        if base.startswith(UNKNOWN) or new.startswith(UNKNOWN):
+            unknown += 1
+        elif base == new:
+            same += 1
+        else:
+            quoted = max(len(base), len(new)) <= SHORT and name != "collected"
+            differ.append(f"{name} {base} → {new}" if quoted else name)
+    head = (f"{'; '.join(differ)} differ" if differ else "No recorded fact differs")
+    counts = [f"{same} the same"] if same else []
+    counts += [f"{unknown} not recorded on a side"] if unknown else []
+    return inline(head, *(f" · {c}" for c in counts))

@@ -19,6 +19,7 @@ from .. import format as fmt
 from ..compare import AttributeComparison, Comparison
 from ..compare.memory import MemoryComparison
 from ..findings import Analysis, Finding, FusionGroup
+from ..findings.headline import Verdict
 from ..schema import ATTRIBUTES, PIPES, Run
 from .json_form import clean, frozen
 from .model import (
@@ -28,6 +29,8 @@ from .model import (
     Candidate,
     CandidatesSummary,
     CategoryRow,
+    CauseRow,
+    CaveatRow,
     CollectiveLinkRow,
     CommParts,
     CommTypeRow,
@@ -65,6 +68,7 @@ from .model import (
     SkewRow,
     StepLanes,
     StepResult,
+    VerdictResult,
     Versions,
 )
 
@@ -225,6 +229,14 @@ def _fusion(group: FusionGroup) -> FusionRow:
 
 def _finding(f: Finding) -> FindingRow:
     return FindingRow(f.id, f.severity, f.title, f.detail, float(f.delta_us), frozen(f.data))
+
+
+def _verdict(v: Verdict | None) -> VerdictResult | None:
+    if v is None:
+        return None
+    return VerdictResult(v.line, tuple(CauseRow(c.name, float(c.delta_us), c.share, c.detail,
+                                                c.text) for c in v.causes),
+                         tuple(CaveatRow(c.code, c.text) for c in v.caveats), v.memory)
 
 
 def _kernels(value) -> tuple[KernelShare, ...]:
@@ -397,7 +409,8 @@ def build_report(cmp: Comparison, analysis: Analysis,
         invocation = invocation.dated_by_profiles([cmp.base.meta.collected,
                                                    cmp.new.meta.collected])
     return Report(
-        headline=analysis.headline, rank_notes=analysis.rank_notes,
+        headline=analysis.headline, verdict=_verdict(analysis.verdict),
+        rank_notes=analysis.rank_notes,
         skew_notes=analysis.skew_notes,
         base=_side(cmp.base, cmp.base_steps), new=_side(cmp.new, cmp.new_steps),
         step=_step(cmp), operators=_operators(cmp, analysis),

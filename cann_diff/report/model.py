@@ -459,6 +459,43 @@ class FindingRow:
 
 
 @dataclass(frozen=True)
+class CauseRow:
+    """One cause of the step change: ``text`` is how every output says it.
+
+    ``delta_us`` is the part's own change per step (the step table's Δ); ``share`` the
+    signed fraction of Δ Stage it makes, None for a part outside Stage (Preparing).
+    """
+
+    name: str
+    delta_us: float
+    share: float | None
+    detail: str
+    text: str
+
+
+@dataclass(frozen=True)
+class CaveatRow:
+    """What limits how far the verdict can be trusted, said once."""
+
+    code: str
+    text: str
+
+
+@dataclass(frozen=True)
+class VerdictResult:
+    """The verdict as one line, up to four causes largest first, and its caveats.
+
+    The same structure in stdout, report.md, report.html and report.json; ``memory`` is
+    the device-memory sentence when a peak moved enough.
+    """
+
+    line: str
+    causes: tuple[CauseRow, ...]
+    caveats: tuple[CaveatRow, ...]
+    memory: str | None = None
+
+
+@dataclass(frozen=True)
 class RankRow:
     """One rank's step breakdown and communication, µs per step, base vs new.
 
@@ -740,6 +777,7 @@ class Report:
     # The median step of both runs for the timeline chart; not in report.json (it is a
     # drawing's data, thousands of segments).
     step_lanes: tuple[StepLanes, ...] = ()
+    verdict: VerdictResult | None = None
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -753,8 +791,8 @@ class Report:
         for name in ("rank_notes", "skew_notes"):  # sentences with their figures
             data[name] = [{"code": n.code, "text": n.text, "data": to_json(dict(n.data))}
                           for n in getattr(self, name)]
-        order = ("tool", "invocation", "headline", "comparability", "base", "new", "step",
-                 "operators",
+        order = ("tool", "invocation", "headline", "verdict", "comparability", "base", "new",
+                 "step", "operators",
                  "categories", "families", "communication", "fusion", "findings", "warnings",
                  "thresholds", "ranks", "comm_groups", "memory", "compute")
         rest = [key for key in data if key not in order]  # a field added later still shows
