@@ -7,8 +7,7 @@ a pairwise report, so both files say the same and every name is escaped the same
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Mapping
 from pathlib import Path
 
 from .. import format as fmt
@@ -145,24 +144,6 @@ def summary_blocks(summary: CandidatesSummary) -> list[Block]:
                       "footer")]
 
 
-def _markdown_header(text: str) -> str:
-    """A header as Markdown through the escape of a pairwise report's table cells.
-
-    Here the labels are column headers, and ``markdown.py`` writes a header as given:
-    ``<script``, a ``[x](javascript:…)`` link, ``**`` or U+202E in a label would reach
-    report.md as markup.
-    """
-    from .markdown import inline_md
-
-    return inline_md(inline(text), table=True, start=False)
-
-
-def _with_headers(blocks: list[Block], header: Callable[[str], str]) -> list[Block]:
-    """``blocks`` with every table header passed through ``header`` (the renderer's escape)."""
-    return [replace(b, headers=tuple(header(h) for h in b.headers)) if isinstance(b, Table)
-            else b for b in blocks]
-
-
 def candidates_images(summary: CandidatesSummary) -> dict[str, bytes]:
     """The summary's chart as PNG bytes: {``CHART``: bytes}."""
     from .charts import candidates_figure, png_bytes
@@ -189,13 +170,12 @@ def write_candidates_summary(summary: CandidatesSummary, out_dir: Path, charts: 
     written += drawn.values()
     blocks = summary_blocks(summary)
     written.append(write_text_atomic(out_dir / "report.md", to_markdown(
-        _with_headers(blocks, _markdown_header),
-        {name: path.name for name, path in drawn.items()})))
+        blocks, {name: path.name for name, path in drawn.items()})))
     if html:
         from .html import to_html
 
         written.append(write_text_atomic(out_dir / "report.html",
-                                         to_html(_with_headers(blocks, fmt.visible), images)))
+                                         to_html(blocks, images)))
     written.append(write_text_atomic(
         out_dir / "report.json",
         json.dumps(summary.to_dict(), indent=2, ensure_ascii=False) + "\n"))

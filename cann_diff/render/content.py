@@ -256,15 +256,18 @@ def _operator_rows(ops: list[OperatorRow], notes: Footnotes,
 
 
 MARK_GAP = "\u2009"  # a thin space between footnote marks
+# Characters of input shapes a table shows (one line; report.html shows the rest on hover).
+SHAPES_SHOWN = 24
 
 
 def _shapes_cell(op: OperatorRow, notes: Footnotes) -> Inline:
     """The key's shapes; a key paired across shapes shows both; ``*`` only when none."""
     if op.input_shapes:
-        return inline(code(fmt.shapes(op.input_shapes)))
+        return inline(code(fmt.shapes(op.input_shapes, SHAPES_SHOWN), op.input_shapes))
     if op.base_input_shapes or op.new_input_shapes:
-        return inline(code(fmt.shapes(op.base_input_shapes or "–", 18)), " → ",
-                      code(fmt.shapes(op.new_input_shapes or "–", 18)))
+        base, new = op.base_input_shapes or "–", op.new_input_shapes or "–"
+        return inline(code(fmt.shapes(base, SHAPES_SHOWN // 2), base), " → ",
+                      code(fmt.shapes(new, SHAPES_SHOWN // 2), new))
     return inline(code(fmt.shapes(op.input_shapes)), notes.mark(NO_SHAPES))
 
 

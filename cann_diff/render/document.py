@@ -21,12 +21,14 @@ class Span:
 
     ``report``: the directory (relative to this report) of another report the text links
     to; each renderer links its own file there (report.md from report.md, report.html
-    from report.html).
+    from report.html). ``whole``: the text before it was cut to fit a table (report.html
+    shows it on hover), ``""`` when nothing was cut.
     """
 
     text: str
     style: str = ""
     report: str = ""
+    whole: str = ""
 
     @property
     def is_strong(self) -> bool:
@@ -60,9 +62,9 @@ def strong(*parts: str | Span | tuple) -> Inline:
     return tuple(Span(s.text, "strong code" if s.is_code else "strong") for s in inline(*parts))
 
 
-def code(text: str) -> Span:
-    """Literal text: shapes, paths, ids, commands."""
-    return Span(str(text), "code")
+def code(text: str, whole: str = "") -> Span:
+    """Literal text: shapes, paths, ids, commands; ``whole`` when ``text`` is it cut."""
+    return Span(str(text), "code", whole=str(whole) if whole != text else "")
 
 
 def report_link(text: str, directory: str) -> Span:

@@ -39,7 +39,7 @@ STYLE = """
         --high: #D55E00; --medium: #E69F00; --info: #0072B2; --note: #fff8e1; }
 * { box-sizing: border-box; }
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", sans-serif;
-       color: var(--ink); margin: 0 auto; max-width: 76rem; padding: 1.5rem 2rem 3rem; }
+       color: var(--ink); margin: 0 auto; max-width: 86rem; padding: 1.5rem 2rem 3rem; }
 h1 { font-size: 1.6rem; margin: 0 0 .6rem; }
 h2 { font-size: 1.25rem; margin: 2rem 0 .6rem; padding-bottom: .2rem;
      border-bottom: 1px solid var(--rule); }
@@ -75,7 +75,11 @@ th, td { border: 1px solid var(--rule); padding: .2rem .5rem; vertical-align: to
 th { background: var(--band); }
 td.num, th.num { text-align: right; }
 td.num { white-space: nowrap; }
-td.prose { min-width: 14rem; max-width: 24rem; overflow-wrap: anywhere; }
+td.prose { min-width: 12rem; max-width: 24rem; overflow-wrap: anywhere; }
+/* A table's names wrap anywhere rather than widen it; its shapes stay one line, cut to
+   fit with the whole text on hover. */
+td:first-child { overflow-wrap: anywhere; min-width: 8.5rem; }
+td code { white-space: nowrap; }
 tbody tr:nth-child(even) { background: #fafbfc; }
 th button { font: inherit; font-weight: bold; border: 0; background: none; padding: 0;
             cursor: pointer; color: inherit; text-align: inherit; }
@@ -92,6 +96,11 @@ figure img { max-width: 100%; height: auto; border: 1px solid var(--rule); }
 figcaption { color: var(--muted); font-size: .85rem; }
 .notes p { margin: .1rem 0; font-size: .9rem; }
 @page { margin: 14mm 12mm; }
+/* A phone: the page's margins give way to the tables (which scroll sideways in their box). */
+@media (max-width: 40rem) {
+  body { padding: 1rem .75rem 2rem; }
+  td:first-child { min-width: 6rem; }
+}
 @media print {
   body { max-width: none; padding: 0; font-size: 10pt; }
   nav { display: none; }
@@ -169,8 +178,9 @@ def inline_html(text: Inline) -> str:
         shown = fmt.visible(span.text)
         clipped = fmt.clip_runs(shown)
         body = escape(clipped)
-        if clipped != shown:  # the whole text on hover; report.json has it too
-            body = f'<span title="{escape(shown)}">{body}</span>'
+        whole = fmt.visible(span.whole) if span.whole else shown
+        if clipped != whole:  # the whole text on hover; report.json has it too
+            body = f'<span title="{escape(whole)}">{body}</span>'
         if span.report:
             body = f'<a href="{escape(quote(span.report))}/report.html">{body}</a>'
         return f"<code>{body}</code>" if span.is_code else body

@@ -30,6 +30,7 @@ from .document import (
     Span,
     Table,
     Warnings,
+    inline,
 )
 from .memory_section import memory_blocks
 
@@ -109,9 +110,11 @@ def inline_md(text: Inline, table: bool = False, start: bool = True) -> str:
 
 
 def _table(block: Table) -> str:
+    """A GitHub table; headers pass the cells' escape (a label can be a header)."""
     rows = [[inline_md(c.text, table=True, start=False).strip() for c in row]
             for row in block.rows]
-    return tabulate(rows, headers=list(block.headers), tablefmt="github",
+    headers = [inline_md(inline(h), table=True, start=False).strip() for h in block.headers]
+    return tabulate(rows, headers=headers, tablefmt="github",
                     disable_numparse=True, colalign=block.align)
 
 
