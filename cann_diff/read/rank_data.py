@@ -28,7 +28,8 @@ class RankData:
     (``formats/host_links.HostSide.spans``). ``side_read`` is True once the host side was
     looked for (by the reader's own pass, or by ``reduce/framework.read_host_side``): then
     ``links``, ``host_spans`` and ``tasks`` are final, and ``side_note`` says why ``links``
-    is None when it is.
+    is None when it is. What the HCCL task reader dropped is in ``tasks.dropped``
+    (``all_warnings`` says it): the tasks may be read with the host side, after the rank.
     """
 
     source: Path
@@ -44,3 +45,10 @@ class RankData:
     host_spans: pd.DataFrame | None = None
     side_read: bool = False
     side_note: str = ""
+
+    def all_warnings(self) -> tuple[str, ...]:
+        """The reader's warnings, then what the HCCL task reader dropped, naming the rank."""
+        if self.tasks is None or not self.tasks.dropped:
+            return self.warnings
+        label = f"rank {self.rank}" if self.rank is not None else Path(self.source).name
+        return (*self.warnings, *self.tasks.warnings(label))

@@ -18,8 +18,13 @@ docs/formats.md §14. Two sources, one form (``CollectiveTasks``):
   ``opId`` and ``planeId``); names and task types through ``STRING_IDS``, link, transport
   and RDMA kinds through the ``ENUM_HCCL_*`` tables (``read_db_tasks``).
 
-Readers hand the rows on as found; which op a trace task belongs to (its op's time
-window) and every figure are derived in ``reduce/collectives.py``.
+Readers hand the rows on as found but for rows whose times are impossible (``screen``):
+an op or task with a missing or out-of-range time, its end before its start or a
+duration longer than any capture, a task outside the window of the op its ``opId`` names
+(or of an op so dropped), or a task placed by time window that falls in no op's window.
+They are dropped with a count per reason and plane (``CollectiveTasks.dropped``), which
+RankData turns into the rank's warnings, so that no figure sums them. Every figure is
+derived in ``reduce/collectives.py``.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...settings import DEFAULT_LIMITS
 from ..frames import as_category
 
 COMM_PROCESSES = ("HCCL", "Communication")
@@ -60,6 +66,16 @@ TASK_FIELDS = {"start_ns": "int64", "end_ns": "int64", "op": "int64", "group": "
 # A task names no rank with UINT32_MAX (4294967295: the records and waits of a rank with
 # itself); a value from it on, a negative one or a missing one is "no rank" (-1).
 NO_RANK_FROM = 0xFFFF_FFFF
+# Why ``screen`` drops an op or a task; a row is named by the first that holds.
+UNTIMED = "time missing or not a number"
+BACKWARDS = "end before start"
+ENDLESS = f"longer than any capture (> {DEFAULT_LIMITS.max_duration_s:g} s)"
+OP_FAULTS = (UNTIMED, BACKWARDS, ENDLESS)
+TASK_FAULTS = (*OP_FAULTS, "their op was dropped", "outside their op's time window",
+               "in no op's time window")
+LONGEST_NS = int(DEFAULT_LIMITS.max_duration_s * 1e9)
+# Planes named one by one in a warning; the rest are counted.
+NAMED_PLANES = 5
 
 
 @dataclass(frozen=True)
@@ -71,8 +87,8 @@ class CollectiveTasks:
     ``groupName``; in a trace the group thread's name without `` Communication``, e.g.
     ``Group 0``), ``algorithm`` (``alg_type`` / ``algType``, ``""`` when not recorded).
     ``tasks``: one row per task (TASK_FIELDS): ``start_ns``, ``end_ns``, ``op`` (the row
-    of ``ops`` it belongs to, or -1: then the reduce finds it by time window within
-    ``group``, ``""`` meaning any group), ``plane``, ``task_type`` (as written:
+    of ``ops`` it belongs to, or -1: then ``screen`` finds it by time window within
+    ``group``, ``""`` meaning any group), ``plane`` (an id, any int64), ``task_type`` (as written:
     ``Notify_Wait``), ``size`` (bytes, 0 when none), ``link_type`` (``HCCS``, ``ON_CHIP``,
     …), ``transport`` (``SDMA``, ``RDMA``, ``LOCAL``), ``rdma`` (db ``rdmaType`` name,
     ``""`` in a trace), ``src_rank`` and ``dst_rank`` (args ``src rank`` / ``dst rank``,
@@ -84,6 +100,14 @@ class CollectiveTasks:
     ops: pd.DataFrame
     tasks: pd.DataFrame
     source: str
+    # What ``screen`` left out: (where, sentence), e.g. ("plane 1", "12 HCCL task(s)
+    # dropped: end before start (…)"); ("", …) for ops. ``warnings`` names the rank.
+    dropped: tuple[tuple[str, str], ...] = ()
+
+    def warnings(self, label: str) -> tuple[str, ...]:
+        """The drops as warnings of the rank ``label`` names (``rank 3``)."""
+        return tuple(f"{label}, {where}: {text}" if where else f"{label}: {text}"
+                     for where, text in self.dropped)
 
 
 def rank_ids(values) -> np.ndarray:
@@ -109,6 +133,136 @@ def _conform(frame: pd.DataFrame, fields: dict[str, str]) -> pd.DataFrame:
         else:
             out[column] = pd.to_numeric(values, errors="coerce").fillna(0).astype(dtype)
     return out.reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- screen
+
+def _group_codes(values: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """Codes of ``values`` as a categorical (missing: the last) and the names they index."""
+    cat = values.astype("category")
+    codes = cat.cat.codes.to_numpy().astype(np.int64)
+    names = [str(name) for name in cat.cat.categories]
+    return np.where(codes >= 0, codes, len(names)), [*names, ""]
+
+
+def assign_ops(op: np.ndarray, group: pd.Series, start: np.ndarray,
+               ops: pd.DataFrame) -> np.ndarray:
+    """The op (row of ``ops``) each task belongs to, -1 for none.
+
+    ``op``, ``group``, ``start``: the tasks' columns. A task the reader placed (``op`` ≥ 0)
+    keeps its op; the others go to the op of the same group (any group when the task's is
+    unknown) whose [start, end] holds the task's start. Ops of one group run one after
+    another, so at most one holds it. Looped over groups only.
+    """
+    op = np.asarray(op, np.int64).copy()
+    todo = op < 0
+    if not todo.any() or not len(ops):
+        return op
+    # groups as codes into the ops' group names (-1: a name no op has, -2: unknown)
+    op_group, op_names = _group_codes(ops["group"])
+    task_codes, task_names = _group_codes(group)
+    where = {name: code for code, name in enumerate(op_names[:-1])}
+    task_group = np.array([where.get(name, -1) if name != "" else -2 for name in task_names],
+                          np.int64)[task_codes]
+    op_start, op_end = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    for code in np.unique(task_group[todo]):
+        rows = np.flatnonzero(todo & (task_group == code))
+        candidates = np.flatnonzero(op_group == code) if code != -2 else np.arange(len(ops))
+        if not len(candidates):
+            candidates = np.arange(len(ops))  # the group thread held no op: any op
+        candidates = candidates[np.argsort(op_start[candidates], kind="stable")]
+        at = np.searchsorted(op_start[candidates], start[rows], side="right") - 1
+        inside = at >= 0
+        inside[inside] = start[rows][inside] <= op_end[candidates[at[inside]]]
+        op[rows[inside]] = candidates[at[inside]]
+    return op
+
+
+def _first_fault(faults: list[np.ndarray]) -> np.ndarray:
+    """Per row, the index of the first of ``faults`` (masks) that holds, -1 for none."""
+    stacked = np.vstack(faults)
+    return np.where(stacked.any(axis=0), np.argmax(stacked, axis=0), -1)
+
+
+def _time_faults(start: np.ndarray, end: np.ndarray, timed: np.ndarray) -> list[np.ndarray]:
+    """UNTIMED, BACKWARDS, ENDLESS masks (OP_FAULTS order); no arithmetic on untimed rows."""
+    start, end = np.where(timed, start, 0), np.where(timed, end, 0)
+    backwards = timed & (end < start)
+    # end − start in two halves: the difference of two int64 may not fit one
+    endless = timed & ~backwards & ((end // 2 - start // 2) > LONGEST_NS // 2)
+    return [~timed, backwards, endless]
+
+
+def _planes_text(planes: np.ndarray) -> str:
+    """``plane 1`` or ``planes 1 (10), 4 (2)``, NAMED_PLANES at most, then how many more."""
+    ids, counts = np.unique(planes, return_counts=True)
+    if len(ids) == 1:
+        return f"plane {ids[0]}"
+    named = ", ".join(f"{i} ({c})" for i, c in zip(ids[:NAMED_PLANES], counts[:NAMED_PLANES]))
+    more = f" and {len(ids) - NAMED_PLANES} more" if len(ids) > NAMED_PLANES else ""
+    return f"planes {named}{more}"
+
+
+def screen(found: CollectiveTasks, op_timed: np.ndarray | None = None,
+           task_timed: np.ndarray | None = None) -> CollectiveTasks:
+    """``found`` without the rows whose times are impossible, every task placed in its op.
+
+    ``op_timed`` / ``task_timed``: rows whose times the reader could read as numbers in
+    range (all when None; the others may hold anything). Dropped, each for the first of
+    its faults (OP_FAULTS, TASK_FAULTS), and counted in ``dropped``: ops with no time,
+    ending before they start or longer than any capture; tasks alike, tasks of a dropped
+    op, tasks lying wholly outside the window of the op their reader placed them in
+    (partly outside is clipped by the reduce), and tasks that ``assign_ops`` places in no
+    op's window. The rest keep their op (a row of the ops kept). Screening screened rows
+    drops nothing and changes nothing.
+    """
+    ops, tasks = found.ops, found.tasks
+    op_timed = np.ones(len(ops), bool) if op_timed is None else op_timed
+    task_timed = np.ones(len(tasks), bool) if task_timed is None else task_timed
+    op_start, op_end = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
+    op_fault = _first_fault(_time_faults(op_start, op_end, op_timed))
+    kept_op = op_fault < 0
+    kept_ops = ops[kept_op].reset_index(drop=True)
+    new_row = np.append(np.where(kept_op, np.cumsum(kept_op) - 1, -1), -1)  # last: none
+    start, end = tasks["start_ns"].to_numpy(np.int64), tasks["end_ns"].to_numpy(np.int64)
+    given = tasks["op"].to_numpy(np.int64)
+    at = np.where((given >= 0) & (given < len(ops)), given, len(ops))  # else: by window
+    orphan = at < len(ops)
+    orphan[orphan] = ~kept_op[at[orphan]]
+    op = new_row[at]
+    kept_start = np.append(kept_ops["start_ns"].to_numpy(np.int64), 0)[op]
+    kept_end = np.append(kept_ops["end_ns"].to_numpy(np.int64), 0)[op]
+    outside = (op >= 0) & ((end < kept_start) | (start > kept_end))
+    time_faults = _time_faults(start, end, task_timed)
+    bad_time = np.logical_or.reduce(time_faults)
+    # rows dropped anyway are not looked for: op 0 marks them placed
+    op = assign_ops(np.where(bad_time | orphan, 0, op), tasks["group"], start, kept_ops)
+    task_fault = _first_fault([*time_faults, orphan, outside, op < 0])
+    kept_task = task_fault < 0
+    if kept_op.all() and kept_task.all():
+        return found if np.array_equal(given, op) else \
+            CollectiveTasks(ops, tasks.assign(op=op), found.source, found.dropped)
+    file = found.source.split(":")[0]
+    dropped = list(found.dropped)
+    names = ops["op_name"].astype(str).to_numpy()
+    for code in np.unique(op_fault[~kept_op]):
+        distinct = pd.unique(names[op_fault == code])
+        shown = ", ".join(distinct[:3]) + (", …" if len(distinct) > 3 else "")
+        dropped.append(("", f"{int((op_fault == code).sum())} HCCL op(s) dropped: "
+                            f"{OP_FAULTS[code]} ({shown}; {file}; not in the collectives' "
+                            "split)"))
+    plane = tasks["plane"].to_numpy(np.int64)
+    for code in np.unique(task_fault[~kept_task]):
+        rows = task_fault == code
+        dropped.append((_planes_text(plane[rows]),
+                        f"{int(rows.sum())} HCCL task(s) dropped: {TASK_FAULTS[code]} "
+                        f"({file}; not in the collectives' split)"))
+    empty = len(kept_ops) - len(np.unique(op[kept_task]))
+    if empty and not kept_task.all():
+        dropped.append(("", f"{empty} of {len(kept_ops)} HCCL op(s) hold no task once those "
+                            f"are dropped ({file}): their split shows them all idle"))
+    return CollectiveTasks(kept_ops, tasks[kept_task].assign(op=op[kept_task])
+                           .reset_index(drop=True), found.source, tuple(dropped))
 
 
 # ---------------------------------------------------------------- trace
@@ -312,7 +466,8 @@ def trace_tasks(path: Path, processes: dict, threads: dict, ops: dict[str, list]
     events of a communication process count: op-level ones on a thread that is not a
     plane, tasks on a ``Plane <n>`` thread.
     ``ns(texts)`` converts timestamps (an Arrow string array) to int64 ns. None when the
-    trace holds no task of a plane thread.
+    trace holds no task of a plane thread. Screened (``screen``): each task placed in the
+    op whose window holds its start.
     """
     pids = {pid for pid, name in processes.items() if name in COMM_PROCESSES}
     planes, groups = _plane_groups(threads, pids)
@@ -327,12 +482,12 @@ def trace_tasks(path: Path, processes: dict, threads: dict, ops: dict[str, list]
     pair_is_op = np.array([pair[0] in pids and pair not in planes for pair in op_pairs]
                           + [False], bool)
     op_rows = pair_is_op[op_code]
-    op_frame = _events(ops, op_rows, ns)
+    op_frame, op_timed = _events(ops, op_rows, ns)
     op_frame["op_name"] = _category(ops["name"], op_rows)
     op_group = np.array([groups.get(pair, "") for pair in op_pairs] + [""], dtype=object)
     op_frame["group"] = pd.Categorical(op_group[op_code[op_rows]].astype(str))
     op_frame["algorithm"] = _category(ops["algorithm"], op_rows)
-    task_frame = _events(tasks, on_plane, ns)
+    task_frame, task_timed = _events(tasks, on_plane, ns)
     task_group = pd.Categorical([groups.get(pair, "") for pair in task_pairs] + [""])
     task_frame["op"] = -1
     task_frame["group"] = pd.Categorical.from_codes(task_group.codes[task_code[on_plane]],
@@ -351,8 +506,9 @@ def trace_tasks(path: Path, processes: dict, threads: dict, ops: dict[str, list]
     task_frame["src_rank"] = _rank_column(tasks, "src", on_plane)
     task_frame["dst_rank"] = _rank_column(tasks, "dst", on_plane)
     order = np.argsort(op_frame["start_ns"].to_numpy(), kind="stable")
-    return CollectiveTasks(_conform(op_frame.iloc[order], OP_FIELDS),
-                           _conform(task_frame, TASK_FIELDS), f"{path.name}: HCCL plane tasks")
+    found = CollectiveTasks(_conform(op_frame.iloc[order], OP_FIELDS),
+                            _conform(task_frame, TASK_FIELDS), f"{path.name}: HCCL plane tasks")
+    return screen(found, op_timed[order], task_timed)
 
 
 def _rank_column(tasks: dict[str, Chunks], column: str, keep: np.ndarray) -> np.ndarray:
@@ -386,18 +542,33 @@ def _strings(chunks: Chunks) -> pa.Array:
     return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
 
 
-def _events(columns: dict[str, Chunks], keep: np.ndarray, ns) -> pd.DataFrame:
+def _events(columns: dict[str, Chunks], keep: np.ndarray, ns
+            ) -> tuple[pd.DataFrame, np.ndarray]:
+    """``start_ns``, ``end_ns`` of the kept events, and where ``dur`` is a finite number.
+
+    A negative ``dur`` gives an end before the start, and a huge one an end so far that
+    ``screen`` drops the event; a ``dur`` that is no number leaves the end at the start,
+    and the event untimed.
+    """
     ts = _strings(columns["ts"])
     if not keep.all():
         ts = ts.filter(pa.array(keep))
     start = ns(ts) if len(ts) else np.zeros(0, np.int64)
-    dur = np.clip(_numbers(columns["dur"], keep, np.float64), 0, None)
-    return pd.DataFrame({"start_ns": start,
-                         "end_ns": start + np.rint(dur * 1000).astype(np.int64)})
+    dur = _numbers(columns["dur"], keep, np.float64, finite=False)
+    timed = np.isfinite(dur)
+    # at most 2 * LONGEST_NS: beyond is as impossible; the end saturates, never wraps
+    length = np.rint(np.clip(np.where(timed, dur, 0) * 1000, -2 * LONGEST_NS,
+                             2 * LONGEST_NS)).astype(np.int64)
+    bounds = np.iinfo(np.int64)
+    length = np.clip(length, bounds.min - np.minimum(start, 0), bounds.max - np.maximum(start, 0))
+    return pd.DataFrame({"start_ns": start, "end_ns": start + length}), timed
 
 
-def _numbers(chunks: Chunks, keep: np.ndarray, dtype) -> np.ndarray:
-    """The kept values as numbers (text and None too: then 0 where not a number)."""
+def _numbers(chunks: Chunks, keep: np.ndarray, dtype, finite: bool = True) -> np.ndarray:
+    """The kept values as numbers (text and None too: then 0 where not a number).
+
+    ``finite`` False: NaN where not a number, infinities kept (float64 only).
+    """
     parts = []
     for chunk in chunks:
         if isinstance(chunk, np.ndarray):
@@ -411,6 +582,8 @@ def _numbers(chunks: Chunks, keep: np.ndarray, dtype) -> np.ndarray:
             parts.append(pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
                          .to_numpy(float))
     out = np.concatenate(parts) if parts else np.zeros(0)
+    if not finite:
+        return out[keep]
     out = np.nan_to_num(out[keep], nan=0.0, posinf=0.0, neginf=0.0)
     return out.astype(dtype) if dtype is not np.float64 else out
 
@@ -441,14 +614,32 @@ def _names(ids: pd.Series, table: dict) -> pd.Series:
     return numbers.map(table).where(numbers.notna(), "").fillna("").astype(str)
 
 
+def _times_sql(table: str) -> str:
+    """``start_ns``, ``end_ns`` and ``timed`` of ``table``'s startNs, endNs, for a SELECT.
+
+    As int64, 0 where a time is not an integer in range (``timed`` 0 then): a NULL, a
+    text or a non-finite REAL would make pandas read the column as float, and every ns
+    inexact.
+    """
+    def in_range(column: str) -> str:
+        value = f"{table}.{column}"
+        return (f"(typeof({value}) = 'integer' OR "
+                f"(typeof({value}) = 'real' AND abs({value}) < 9.2e18))")
+
+    return (f"CASE WHEN {in_range('startNs')} THEN CAST({table}.startNs AS INTEGER) ELSE 0 "
+            f"END AS start_ns, CASE WHEN {in_range('endNs')} THEN CAST({table}.endNs AS "
+            f"INTEGER) ELSE 0 END AS end_ns, ({in_range('startNs')} AND {in_range('endNs')}) "
+            "AS timed")
+
+
 def read_db_tasks(conn: sqlite3.Connection, tables: dict[str, set[str]], path: Path,
                   strings, query, resolve) -> CollectiveTasks | None:
     """COMMUNICATION_OP and COMMUNICATION_TASK_INFO ⨝ TASK of a profiler db, or None.
 
     None when the db holds no task rows (Level0, or a db without the tables). ``query``,
     ``resolve`` and ``strings`` are the db reader's (sqlite_db.py), so that ids resolve
-    alike for kernels and tasks. A task whose ``opId`` names no op keeps ``op`` -1 and is
-    matched by time window within its ``groupName``.
+    alike for kernels and tasks. Screened (``screen``): a task whose ``opId`` names no op
+    is placed by time window within its ``groupName``.
     """
     op_columns = tables.get("COMMUNICATION_OP", set())
     info = tables.get("COMMUNICATION_TASK_INFO", set())
@@ -461,7 +652,7 @@ def read_db_tasks(conn: sqlite3.Connection, tables: dict[str, set[str]], path: P
     def column(name: str, present: set, alias: str, table: str) -> str:
         return f"{table}.{name} AS {alias}" if name in present else f"NULL AS {alias}"
 
-    tasks = query(conn, "SELECT T.startNs AS start_ns, T.endNs AS end_ns, "
+    tasks = query(conn, f"SELECT {_times_sql('T')}, "
                         f"{column('opId', info, 'op_id', 'C')}, "
                         f"{column('groupName', info, 'group_id', 'C')}, "
                         f"{column('planeId', info, 'plane', 'C')}, C.taskType AS task_type, "
@@ -475,7 +666,7 @@ def read_db_tasks(conn: sqlite3.Connection, tables: dict[str, set[str]], path: P
                         "ON T.globalTaskId = C.globalTaskId", path)
     if tasks.empty:
         return None
-    ops = query(conn, "SELECT startNs AS start_ns, endNs AS end_ns, opName AS op_name, "
+    ops = query(conn, f"SELECT {_times_sql('O')}, opName AS op_name, "
                       f"{column('opId', op_columns, 'op_id', 'O')}, "
                       f"{column('groupName', op_columns, 'group_id', 'O')}, "
                       f"{column('algType', op_columns, 'algorithm', 'O')} "
@@ -498,6 +689,11 @@ def read_db_tasks(conn: sqlite3.Connection, tables: dict[str, set[str]], path: P
                                                 RDMA_TYPES))
     tasks["src_rank"] = rank_ids(tasks["src_rank"])
     tasks["dst_rank"] = rank_ids(tasks["dst_rank"])
-    tasks = tasks[pd.to_numeric(tasks["end_ns"], errors="coerce").notna().to_numpy()]
-    return CollectiveTasks(_conform(ops, OP_FIELDS), _conform(tasks, TASK_FIELDS),
-                           f"{path.name}: COMMUNICATION_TASK_INFO + TASK")
+    found = CollectiveTasks(_conform(ops, OP_FIELDS), _conform(tasks, TASK_FIELDS),
+                            f"{path.name}: COMMUNICATION_TASK_INFO + TASK")
+    return screen(found, _timed(ops), _timed(tasks))
+
+
+def _timed(frame: pd.DataFrame) -> np.ndarray:
+    """Rows whose two times ``_times_sql`` read as numbers in range."""
+    return pd.to_numeric(frame["timed"], errors="coerce").fillna(0).to_numpy() > 0

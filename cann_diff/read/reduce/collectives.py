@@ -16,7 +16,10 @@ rank, with its tasks clipped to the op's [start, end]:
 Everything is vectorized over the rank's tasks: one sort by (op, start), unions as
 ``timeline.merged_intervals`` (cumulative maximum of ends per group), sums by
 ``np.bincount``. A 1M-kernel rank holds tens of thousands of collectives, each with
-about ten tasks per plane on up to eight planes.
+about ten tasks per plane on up to eight planes. Plane ids are labels, numbered among
+the distinct ones (``_plane_pairs``): a db may write 4294967295. The tasks come screened
+(``hccl_tasks.screen``: no impossible time, each in its op's window), each placed in its
+op by its reader.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import pandas as pd
 
 from ...schema import COLLECTIVE_COLUMNS, COLLECTIVE_LINK_COLUMNS
 from ...vocab.names import comm_types
-from ..formats.hccl_tasks import CollectiveTasks
+from ..formats.hccl_tasks import CollectiveTasks, screen
 from ..formats.values import assign_steps
 from .timeline import merged_intervals
 
@@ -92,39 +95,6 @@ def _union_length(start: np.ndarray, end: np.ndarray, group: np.ndarray,
     return np.bincount(groups, weights=(ends - starts).astype(np.float64), minlength=count)
 
 
-def _assign(tasks: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
-    """The op (row of ``ops``) each task belongs to, -1 for none.
-
-    A task the reader placed keeps its op; the others go to the op of the same group (any
-    group when the task's is unknown) whose [start, end] holds the task's start. Ops of
-    one group run one after another, so at most one holds it. Looped over groups only.
-    """
-    op = tasks["op"].to_numpy(np.int64).copy()
-    todo = op < 0
-    if not todo.any() or not len(ops):
-        return op
-    # groups as codes into the ops' group names (-1: a name no op has, "": unknown)
-    op_codes, op_names = _codes(ops["group"], normalize=False)
-    task_codes, task_names = _codes(tasks["group"], normalize=False)
-    where = {name: code for code, name in enumerate(op_names[:-1])}
-    task_group = np.array([where.get(name, -1) if name != "" else -2 for name in task_names],
-                          np.int64)[task_codes]
-    op_group = op_codes
-    op_start, op_end = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
-    start = tasks["start_ns"].to_numpy(np.int64)
-    for group in np.unique(task_group[todo]):
-        rows = np.flatnonzero(todo & (task_group == group))
-        candidates = np.flatnonzero(op_group == group) if group != -2 else np.arange(len(ops))
-        if not len(candidates):
-            candidates = np.arange(len(ops))  # the group thread held no op: any op
-        candidates = candidates[np.argsort(op_start[candidates], kind="stable")]
-        at = np.searchsorted(op_start[candidates], start[rows], side="right") - 1
-        inside = at >= 0
-        inside[inside] = start[rows][inside] <= op_end[candidates[at[inside]]]
-        op[rows[inside]] = candidates[at[inside]]
-    return op
-
-
 def _kinds(tasks: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Masks: data-moving, waiting, over a link (moving, not ON_CHIP), RDMA payload send."""
     kind = tasks["task_type"]
@@ -162,14 +132,28 @@ def _rdma_completion(op: np.ndarray, plane: np.ndarray, start: np.ndarray, end: 
     return out
 
 
+def _plane_pairs(op: np.ndarray, plane: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each task's (op, plane) pair as a dense code, and each pair's op and plane id.
+
+    Plane ids are labels (a db may hold 4294967295, or anything): numbered among the
+    distinct ones, so no array is ever sized by one. Pairs in (op, plane id) order.
+    """
+    plane_ids, plane_code = np.unique(plane, return_inverse=True)
+    width = max(len(plane_ids), 1)
+    pairs, pair = np.unique(op * width + plane_code.reshape(-1), return_inverse=True)
+    return pair.reshape(-1), pairs // width, plane_ids[pairs % width]
+
+
 def _critical(op: np.ndarray, plane: np.ndarray, start: np.ndarray, end: np.ndarray,
               count: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per op: the plane of longest total wait (lowest number on a tie; -1: no wait), its µs."""
-    planes = int(plane.max()) + 1 if len(plane) else 1
-    waited = _union_length(start, end, op * planes + plane, count * planes).reshape(count,
-                                                                                   planes)
-    best = np.argmax(waited, axis=1)  # the first maximum: the lowest plane
-    longest = waited[np.arange(count), best] if count else np.zeros(0)
+    """Per op: the plane of longest total wait (lowest id on a tie; -1: no wait), its µs."""
+    pair, pair_op, pair_plane = _plane_pairs(op, plane)
+    waited = _union_length(start, end, pair, len(pair_op))
+    # per op, the longest wait first and on a tie the lowest plane id (pairs are in that order)
+    order = np.lexsort((pair_plane, -waited, pair_op))
+    ops, first = np.unique(pair_op[order], return_index=True)
+    best, longest = np.full(count, -1, np.int64), np.zeros(count)
+    best[ops], longest[ops] = pair_plane[order][first], waited[order][first]
     return np.where(longest > 0, best, -1), longest / 1000.0
 
 
@@ -191,19 +175,16 @@ def collective_frames(found: CollectiveTasks, spans: pd.DataFrame | None,
     step's canonical rows) give each op its step, the one whose span holds its start, as
     the op rows get theirs; ops in no span are left out. With ``stepped`` False (the rank
     has no step ids) every op is kept with step <NA>. ``seq`` counts over every op the
-    reader found, before that choice, so it names the same instance on every rank.
+    reader kept (``hccl_tasks.screen``), before that choice, so it names the same instance
+    on every rank.
     """
-    ops = found.ops
+    found = screen(found)  # the readers' screen: a no-op, but for tasks built by hand
+    ops, tasks = found.ops, found.tasks
     count = len(ops)
     op_start, op_end = ops["start_ns"].to_numpy(np.int64), ops["end_ns"].to_numpy(np.int64)
-    op_end = np.maximum(op_end, op_start)
-    tasks = found.tasks
-    op = _assign(tasks, ops)
-    placed = op >= 0
-    tasks, op = tasks[placed], op[placed]
+    op = tasks["op"].to_numpy(np.int64)
     moving, wait, link, payload = _kinds(tasks)
-    plane = tasks["plane"].to_numpy(np.int64)
-    plane = np.where(plane >= 0, plane, 0)
+    plane = tasks["plane"].to_numpy(np.int64)  # an id, never a size: see _plane_pairs
     start = np.maximum(tasks["start_ns"].to_numpy(np.int64), op_start[op])
     end = _rdma_completion(op, plane, start, tasks["end_ns"].to_numpy(np.int64), wait, payload)
     end = np.clip(end, start, op_end[op])
@@ -292,17 +273,16 @@ def _group_ranks(op: np.ndarray, src: np.ndarray, dst: np.ndarray, count: int) -
 
 
 def _plane_count(op: np.ndarray, plane: np.ndarray, count: int) -> np.ndarray:
-    planes = int(plane.max()) + 1 if len(plane) else 1
-    pairs = np.unique(op * planes + plane)
-    return np.bincount(pairs // planes, minlength=count).astype(np.int64)
+    _, pair_op, _ = _plane_pairs(op, plane)
+    return np.bincount(pair_op, minlength=count).astype(np.int64)
 
 
 def _per_plane_busy(op: np.ndarray, plane: np.ndarray, start: np.ndarray, end: np.ndarray,
                     count: int) -> np.ndarray:
     """Σ over planes of each plane's own union (µs): the link time the op occupies."""
-    planes = int(plane.max()) + 1 if len(plane) else 1
-    per = _union_length(start, end, op * planes + plane, count * planes)
-    return per.reshape(count, planes).sum(axis=1) / 1000.0
+    pair, pair_op, _ = _plane_pairs(op, plane)
+    per = _union_length(start, end, pair, len(pair_op))
+    return np.bincount(pair_op, weights=per, minlength=count) / 1000.0
 
 
 def _links(op: np.ndarray, link: np.ndarray, start: np.ndarray, end: np.ndarray,

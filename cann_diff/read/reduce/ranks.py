@@ -278,7 +278,7 @@ def reduce_kernels(data: RankData, plan: RankPlan) -> RankResult:
     ledger = step_breakdown_from_kernels(ops) if len(ops) else None
     steps, differ = reconcile_steps(steps, ledger)
     return RankResult(
-        data.source, data.format, data.rank, _info(data, algorithms), data.warnings, steps,
+        data.source, data.format, data.rank, _info(data, algorithms), data.all_warnings(), steps,
         _kept(ops, plan), _kept(comm, plan), summary=summarize(ops, comm, plan.max_samples,
                                                            vocab=plan.vocab),
         kernel_steps=ledger if steps is None else None, step_differ=differ,
@@ -376,7 +376,7 @@ def _reduce_stack(stack: list[tuple[int, RankData, str]], plan: RankPlan
     steps = [reconcile_steps(c.steps, ledger) for c, ledger in zip(chosen, ledgers)]
     shares = _share_out(datas, plan, ops, slot, summary)
     return {number: RankResult(
-        data.source, data.format, data.rank, data.info, data.warnings, steps[n][0],
+        data.source, data.format, data.rank, data.info, data.all_warnings(), steps[n][0],
         _kept(rows, plan), _kept(chosen[n].comm, plan), share=share, step_differ=steps[n][1],
         outside_steps=int(dropped[n]), has_comm=chosen[n].comm is not None,
         step_ids=chosen[n].step_ids, step_spans=step_spans[n], framework_note=note,
