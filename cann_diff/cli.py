@@ -58,8 +58,12 @@ SIGNAL_GRACE_S = 0.5
 
 def _finite(value: str, option: str, what: str, number_text: str | None = None) -> float:
     """The option's value (``number_text`` of it) as a finite float, else a UsageError."""
+    text = str(value).strip() if number_text is None else number_text
+    # ASCII only: float() also reads Arabic-Indic "٥" or full-width "５" as 5.
+    if not text.isascii():
+        raise UsageError(option, f"{value!r} is not {what}")
     try:
-        number = float(str(value).strip() if number_text is None else number_text)
+        number = float(text)
     except ValueError:
         raise UsageError(option, f"{value!r} is not {what}") from None
     if not math.isfinite(number):  # nan compares false with every bound: it would pass them

@@ -404,3 +404,14 @@ def test_labels_in_the_summary_html_are_text_not_markup(hostile_summary):
 def test_the_html_title_shows_a_bidi_override_as_an_escape(hostile_summary):
     page = (hostile_summary / "report.html").read_text()
     assert "\u202e" not in page[:page.index("</title>")]
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("--threshold", "٥"), ("--step-threshold", "５"), ("--alpha", "０.０５"),
+    ("--fail-on-regression", "٣%"), ("--alpha", "0.0٥")])
+def test_numbers_in_other_scripts_are_refused(option, value, tmp_path):
+    # float() reads Arabic-Indic and full-width digits as ASCII ones: "٥" would be 5 %.
+    result = run(BASE, NEW1, "-o", tmp_path / "out", *QUICK, option, value)
+    line = one_error_line(result)
+    assert line.startswith(f"cann-diff: error: {option}: {value!r} is not ")
+    assert not (tmp_path / "out").exists()

@@ -504,6 +504,10 @@ def _assemble(path: Path, label: str | None, limits: Limits, keep_rows: bool,
     fmt, datas, warnings = ranks(progress)
     for data in datas:
         warnings += [Note("input", text) for text in data.warnings]
+    # A metadata file or value the provenance reader could not use: its facts are "not
+    # recorded", and the run says which file was ignored and why.
+    warnings += [Note("input", text) for data in datas if data.facts is not None
+                 for text in data.facts.problems]
     parts: list[tuple[int, RunSummary | StackShare]] = []
     for data in datas:
         held = data.share if data.share is not None else data.summary

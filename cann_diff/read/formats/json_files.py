@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import re
 from pathlib import Path
 from typing import Any
@@ -28,13 +29,25 @@ TIME_FIELDS = {
 LINK_COLUMNS = tuple(f"{link.lower()}_{what}" for link in LINK_TYPES for what in ("mb", "us"))
 
 
+# Byte-order marks of the encodings JSON allows besides UTF-8 (RFC 8259 §8.1 asks for
+# UTF-8, but a file saved by a Windows editor or PowerShell is UTF-16 with a BOM). The
+# UTF-32 marks begin with the UTF-16 ones: they are tried first.
+BOM_ENCODINGS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                 (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
 def load_json(path: Path):
     """Parse a JSON file; anything unusable is an InputError naming it in one line.
 
-    Not a regular file, nested too deep, truncated, not UTF-8: all refused. The nesting
-    is checked on the bytes first, since Python's parser recurses once per level.
+    Not a regular file, nested too deep, truncated, not UTF-8: all refused. UTF-16 or
+    UTF-32 text is read when a byte-order mark says so (the same text, in another
+    encoding). The nesting is checked on the UTF-8 bytes first, since Python's parser
+    recurses once per level.
     """
     data = read_bytes(path)
+    encoding = next((name for bom, name in BOM_ENCODINGS if data.startswith(bom)), None)
+    if encoding is not None:
+        data = _as_utf8(path, data, encoding)
     check_depth(path, data)
     try:
         text = data.decode("utf-8-sig")
@@ -47,6 +60,16 @@ def load_json(path: Path):
         raise InputError(path, "JSON nested too deeply to parse") from None
     except ValueError as exc:
         raise InputError(path, f"truncated or invalid JSON: {json_problem(exc)}") from None
+
+
+def _as_utf8(path: Path, data: bytes, encoding: str) -> bytes:
+    """The UTF-8 bytes of a text that a byte-order mark says is ``encoding``."""
+    try:
+        return data.decode(encoding).encode("utf-8")
+    except UnicodeError as exc:  # a lone surrogate does not encode either
+        where = f"byte {exc.start}: " if isinstance(exc, UnicodeDecodeError) else ""
+        raise InputError(path, f"not {encoding.upper()} text despite its byte-order mark "
+                               f"({where}{getattr(exc, 'reason', exc)})") from None
 
 
 def _step_number(key: str) -> int | None:

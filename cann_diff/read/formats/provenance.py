@@ -42,7 +42,11 @@ the last four facts) maps every fact to the file
 it was read from or, when the value is None, the file that would hold it (``file: key``;
 ``n/a: why`` when the format cannot record it), so that a report can say "not recorded"
 and name the file. Only small metadata files are read (no kernel
-table); a file that cannot be read loses only its facts, never the run.
+table); a file that cannot be read loses only its facts, never the run, and never in
+silence: its facts' source then says why it was ignored (``profiler_metadata.json:
+JSON nested deeper than 64 levels …; ignored``) and ``_Found.problems`` holds one line
+for the run's warnings. A count (world size, a parallel size) is ASCII digits or a JSON
+integer, at least 1: ``str.isdigit`` also takes ``²``, which ``int`` refuses.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ from typing import Any
 from ...errors import CannDiffError, InputError
 from . import msprof_dirs
 from .csv_files import core_layout_hint, read_header
-from .files import is_regular, read_bytes
+from .files import brief, check_depth, is_regular, present, read_bytes, require_file
 from .json_files import load_json
 from .sqlite_db import MSPROF_DB, OUTPUT_DIR, connect, find_db, tables_of
 from .values import CHIP_TABLE
@@ -163,6 +167,13 @@ PARALLEL_KEYS = (("TP", "tensor_model_parallel_size"), ("PP", "pipeline_model_pa
                  ("EP", "expert_model_parallel_size"))
 KERNEL_TABLE = "kernel_details.csv"
 DB_FORMATS = ("ascend_db", "ascend_ms_db")
+TEXT_FORMAT = "ascend_pt_text"  # torch_text.FORMAT: its host side is read from the trace
+METADATA = "profiler_metadata.json"
+METADATA_FACTS = ("world_size", "parallel", "environment")
+TRACE = f"{OUTPUT_DIR}/trace_view.json"
+TRACE_FACTS = ("hccl_algorithms", "aicore_freq")  # of a text export, read from its trace
+# A count in ASCII digits (``re.ASCII``: ``\s`` and ``\d`` then mean no other script's).
+ASCII_COUNT = re.compile(r"\s*(\d{1,9})\s*", re.ASCII)
 WORKER_DIR = re.compile(r"^(?P<host>.+)_(?P<pid>\d+)_(?P<time>\d{17})_ascend_(?:pt|ms)$")
 
 
@@ -178,6 +189,10 @@ class _Found:
     devices: set[int] = field(default_factory=set)
     looked: dict[str, str] = field(default_factory=dict)  # fact -> file read that lacked it
     mapped: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
+    # One line per file or value ignored as unusable (naming the rank directory): what a
+    # run's warnings say, so that a fact is never "not recorded" without a word.
+    problems: list[str] = field(default_factory=list)
+    label: str = ""  # the rank directory's name, for ``problems``
 
     def add(self, fact: str, value, where: str) -> None:
         if fact not in self.facts and value not in (None, "", "N/A"):
@@ -187,6 +202,13 @@ class _Found:
         keyed = self.mapped.setdefault(fact, {})
         if key not in keyed and value not in (None, "", "N/A"):
             keyed[key] = (str(value), where)
+
+    def unusable(self, facts: tuple[str, ...], where: str, why: str) -> None:
+        """``where`` (a file, or ``file: key``) holds something unusable for ``facts``."""
+        for fact in facts:
+            self.looked.setdefault(fact, f"{where}: {why}; ignored")
+        named = f"{self.label}/{where}" if self.label else where
+        self.problems.append(f"{named}: {why}; ignored ({', '.join(facts)} not recorded)")
 
 
 def _utc(ns: Any) -> str | None:
@@ -200,12 +222,56 @@ def _utc(ns: Any) -> str | None:
     return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _json(path: Path):
-    """A JSON file's content, None when it is unusable (the format reader says why)."""
+def _json(path: Path, found: _Found | None = None, facts: tuple[str, ...] = (),
+          where: str = ""):
+    """A JSON file's content, None when it is unusable.
+
+    With ``found``, an unusable file (or one that is no JSON object) is noted against
+    ``facts`` (``_Found.unusable``); without, the format reader says why.
+    """
     try:
-        return load_json(path)
-    except CannDiffError:
+        data = load_json(path)
+    except CannDiffError as exc:
+        if found is not None:
+            found.unusable(facts, where or path.name, exc.message)
         return None
+    if found is not None and not isinstance(data, dict):
+        found.unusable(facts, where or path.name, f"a JSON {type(data).__name__}, not an "
+                                                  "object")
+    return data
+
+
+def _json_text(text: str, found: _Found, facts: tuple[str, ...], where: str):
+    """A JSON value held as text (a db cell); None when it is not JSON.
+
+    Text that is not JSON is some other value (ignored, as before); JSON nested past the
+    limit, which Python's parser would recurse through, is noted as unusable.
+    """
+    try:
+        check_depth(Path(where), text.encode("utf-8", "replace"))
+        return json.loads(text)
+    except InputError as exc:
+        found.unusable(facts, where, exc.message)
+    except RecursionError:
+        found.unusable(facts, where, "JSON nested too deeply to parse")
+    except ValueError:
+        pass
+    return None
+
+
+def _count(value) -> int | None:
+    """A positive whole number: a JSON integer or ASCII digits; None for anything else.
+
+    ``str.isdigit`` accepts ``²`` (which ``int`` refuses) and other scripts' digits
+    (which ``int`` reads): a world size written so is no number a profiler wrote.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if 0 < value < 2 ** 31 else None
+    match = ASCII_COUNT.fullmatch(value) if isinstance(value, str) else None
+    number = int(match.group(1)) if match else 0
+    return number if number > 0 else None
 
 
 def _profiler_info(root: Path, found: _Found, read: tuple[str, object] | None = None) -> None:
@@ -258,12 +324,25 @@ def _profiler_settings(config: dict, found: _Found, name: str) -> None:
 
 
 def _distributed(args, found: _Found, where: str) -> None:
-    """World size and the parallel layout of Megatron / MindSpeed ``distributed_args``."""
+    """World size and the parallel layout of Megatron / MindSpeed ``distributed_args``.
+
+    A size that is no count (``_count``) is left out and noted, never guessed.
+    """
     if not isinstance(args, dict):
         return
     size = args.get("world_size")
-    found.add("world_size", int(str(size)) if str(size).isdigit() else None, where)
-    layout = [f"{name} {args[key]}" for name, key in PARALLEL_KEYS if args.get(key) is not None]
+    if size is not None and _count(size) is None:
+        found.unusable(("world_size",), where, f"world_size {brief(repr(size), 40)} is not a "
+                                               "whole number ≥ 1 in ASCII digits")
+    found.add("world_size", _count(size), where)
+    layout = []
+    for name, key in PARALLEL_KEYS:
+        value = args.get(key)
+        if value is not None and _count(value) is None:
+            found.unusable(("parallel",), where, f"{key} {brief(repr(value), 40)} is not a "
+                                                 "whole number ≥ 1 in ASCII digits")
+        elif value is not None:
+            layout.append(f"{name} {_count(value)}")
     if args.get("sequence_parallel") is True:
         layout.append("SP")
     found.add("parallel", " · ".join(layout) or None, where)
@@ -272,10 +351,7 @@ def _distributed(args, found: _Found, where: str) -> None:
 def _environment(variables, found: _Found, where: str) -> None:
     """The environment variables that were set (torch_npu records a fixed list, mostly empty)."""
     if isinstance(variables, str):
-        try:
-            variables = json.loads(variables)
-        except ValueError:
-            return
+        variables = _json_text(variables, found, ("environment",), where)
     if isinstance(variables, dict):
         found.looked.setdefault("environment", f"{where}: none set")
         found.add("environment", ", ".join(f"{k}={v}" for k, v in sorted(variables.items())
@@ -283,10 +359,37 @@ def _environment(variables, found: _Found, where: str) -> None:
 
 
 def _profiler_metadata(root: Path, found: _Found) -> None:
-    data = _json(root / "profiler_metadata.json")
+    """World size, parallel layout and environment of ``profiler_metadata.json``.
+
+    A file of that name that is there but unusable (a FIFO, nested too deep, not JSON) is
+    noted, not passed over: it is the only record of these facts.
+    """
+    path = root / METADATA
+    try:
+        there = present(path)
+    except CannDiffError as exc:
+        found.unusable(METADATA_FACTS, METADATA, exc.message)
+        return
+    data = _json(path, found, METADATA_FACTS) if there else None
     if isinstance(data, dict):
-        _distributed(data.get("distributed_args"), found, "profiler_metadata.json")
-        _environment(data.get("ENV_VARIABLES"), found, "profiler_metadata.json")
+        _distributed(data.get("distributed_args"), found, METADATA)
+        _environment(data.get("ENV_VARIABLES"), found, METADATA)
+
+
+def _trace_beside(root: Path, found: _Found) -> None:
+    """Note a text export's trace_view.json that is there but no regular file.
+
+    Its host side (links, HCCL algorithms, AI Core frequency) is read elsewhere, which
+    takes such a trace for an absent one; a FIFO or ``/dev/zero`` of that name is named
+    here instead of passed over.
+    """
+    path = root / TRACE
+    try:
+        if not present(path):
+            return
+        require_file(path)
+    except CannDiffError as exc:
+        found.unusable(TRACE_FACTS, TRACE, f"{exc.message} (host→device links not read)")
 
 
 def _db(db: Path, found: _Found, label: str) -> None:
@@ -302,11 +405,11 @@ def _db(db: Path, found: _Found, label: str) -> None:
                 driver = next((v for k, v in meta.items() if "driver" in k), None)
                 found.add("driver", driver, f"{label}: META_DATA")
                 _environment(meta.get("env_variables"), found, f"{label}: META_DATA")
-                try:
-                    _distributed(json.loads(meta.get("distributed_args") or "null"), found,
+                args = meta.get("distributed_args")
+                if isinstance(args, str):  # else not JSON: the key holds something else
+                    _distributed(_json_text(args, found, ("world_size", "parallel"),
+                                            f"{label}: META_DATA"), found,
                                  f"{label}: META_DATA")
-                except (TypeError, ValueError):
-                    pass  # not JSON: the key holds something else
             if {"id", "name"} <= tables.get("NPU_INFO", set()):
                 chips = conn.execute("SELECT id, name FROM NPU_INFO").fetchall()
                 found.add("device", next((n for _, n in chips if n), None),
@@ -466,14 +569,16 @@ def rank_facts(source: Path, fmt: str, info: Mapping | None = None) -> _Found:
     Run where the rank is read (thread or Dask worker); ``info`` is the format reader's,
     whose ``profiler_info`` content is used instead of reading the file again.
     """
-    found = _Found()
     root = source if source.is_dir() else source.parent
     if root.name == OUTPUT_DIR:
         root = root.parent
+    found = _Found(label=root.name)
     _profiler_info(root, found, (info or {}).get("profiler_info"))
     _algorithms(info or {}, found)
     _frequency(info or {}, found)
     _profiler_metadata(root, found)
+    if fmt == TEXT_FORMAT:
+        _trace_beside(root, found)
     db = find_db(source) if fmt != "msprof" else None
     if db is not None:
         _db(db, found, db.name if db.parent == root else f"{db.parent.name}/{db.name}")
@@ -555,7 +660,10 @@ def read_provenance(fmt: str, sources: list[Path], info: Mapping | None = None,
             values[fact] = info[key]
             where[fact] = Path(sources[0]).name if sources else "the profile"
     holds = would_hold(fmt, sources)
-    looked = ranks[0].looked if ranks else {}
+    looked: dict[str, str] = {}
+    for rank in ranks:  # the first rank that read a file for the fact says what it found
+        for fact, note in rank.looked.items():
+            looked.setdefault(fact, note)
     sources_of = {fact: where.get(fact, looked.get(fact, holds[fact])) for fact in ALL_FACTS}
     return {"cann_version": _text(values.get("cann")),
             "torch_npu_version": _text(values.get("torch_npu")),

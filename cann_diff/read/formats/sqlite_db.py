@@ -16,6 +16,13 @@ a read-only share, and a diff tool must never touch what it compares). ``immutab
 also ignores a ``-wal`` or hot ``-journal`` left beside the db by a writer that did not
 finish (a profiler killed mid-export): the db would be read stale. Such a db is copied,
 with its journal, into a temporary directory and the copy is opened instead.
+
+A profiler db of 0 bytes or without any table (SQLite reads both as an empty database)
+is no profile: alone, it is refused by name; beside a kernel_details.csv it gives way to
+that, as a db without kernel tables does. A kernel or communication op whose name or
+type id is missing from STRING_IDS is kept under the name ``(unresolved string id N)``
+and counted in a warning: its time is real, but an empty type must not pass for an
+operator.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from .files import (
     os_problem,
     present,
     require_file,
+    shown,
 )
 from .hccl_tasks import read_db_tasks
 from .json_files import LINK_COLUMNS, LINK_TYPES, read_profiler_info
@@ -73,6 +81,7 @@ DB_NAME = re.compile(r"^ascend_(pytorch|mindspore)_profiler(?:_(\d+))?\.db$")
 MSPROF_DB = re.compile(r"^msprof_\d+.*\.db$")
 ANALYSIS_DBS = ("analysis.db", "communication_analyzer.db")
 TEXT_FIELDS = ("op_name", "op_type_raw", "core", "input_shapes", "input_dtypes")
+NAMING_FIELDS = ("op_name", "op_type_raw")  # what an operator is keyed by: never blank
 # COMPUTE_TASK_INFO column -> raw field (STRING_IDS ids). The kernel attributes
 # (kernel_attributes.DB_ATTRIBUTE_COLUMNS) come beside them where the table has them.
 KERNEL_STRINGS = {"name": "op_name", "opType": "op_type_raw", "taskType": "core",
@@ -86,6 +95,9 @@ COMM_TIMES = {"elapse_time": "elapse_us", "transit_time": "transit_us",
 # UnicodeDecodeError Python raises decoding an error message that quotes damaged bytes.
 DB_ERRORS = (sqlite3.Error, pd.errors.DatabaseError, UnicodeDecodeError)
 JOURNALS = ("-wal", "-journal")  # what a writer leaves beside a db it did not finish
+# The name of a kernel or communication op whose STRING_IDS id the table lacks.
+UNRESOLVED = "(unresolved string id {})"
+UNRESOLVED_PREFIX = UNRESOLVED.split("{")[0]
 
 
 class _CopyConnection(sqlite3.Connection):
@@ -208,13 +220,23 @@ def find_db(path: Path) -> Path | None:
     return None
 
 
-def has_kernels(db: Path) -> bool:
-    """True when the db holds COMPUTE_TASK_INFO (an unreadable db counts as True)."""
+def _holds(db: Path) -> str:
+    """``kernels`` (COMPUTE_TASK_INFO, or unreadable), ``empty`` (no table) or ``other``.
+
+    An unreadable db counts as one with kernels: read_rank then reports the broken file
+    instead of it being skipped.
+    """
     try:
         with closing(connect(db)) as conn:
-            return "COMPUTE_TASK_INFO" in tables_of(conn)
+            tables = tables_of(conn)
     except (InputError, *DB_ERRORS):
-        return True  # let read_rank report the broken file instead of skipping it
+        return "kernels"
+    return "kernels" if "COMPUTE_TASK_INFO" in tables else "other" if tables else "empty"
+
+
+def has_kernels(db: Path) -> bool:
+    """True when the db holds COMPUTE_TASK_INFO (an unreadable db counts as True)."""
+    return _holds(db) == "kernels"
 
 
 def holds_kernels(path: Path) -> bool:
@@ -222,10 +244,26 @@ def holds_kernels(path: Path) -> bool:
 
     A db without COMPUTE_TASK_INFO gives way to a kernel_details.csv beside it
     (docs/formats.md §12: priority 1 applies only when the db has kernels), and alone it is
-    a kernel-less rank (memory, steps, communication): ``kernelless.py`` reads it.
+    a kernel-less rank (memory, steps, communication): ``kernelless.py`` reads it. A db
+    without any table (or of 0 bytes) is no profile: alone, it is claimed here so that
+    ``read_rank`` refuses it by name instead of the rank being read as one without kernels.
     """
     db = find_db(path)
-    return db is not None and has_kernels(db)
+    if db is None:
+        return False
+    holds = _holds(db)
+    return holds == "kernels" or (holds == "empty"
+                                  and not present(db.parent / "kernel_details.csv"))
+
+
+def empty_db_problem(db: Path, tables: dict[str, set[str]]) -> str | None:
+    """Why a db without any table is no profile (None when it has tables)."""
+    if tables:
+        return None
+    if require_file(db) == 0:
+        return "an empty file (0 bytes), not a profiler database (an interrupted export?)"
+    return "a SQLite database without any table, not a profiler export (an interrupted " \
+           "export?)"
 
 
 def is_rank_dir(path: Path) -> bool:
@@ -261,23 +299,68 @@ def string_table(conn: sqlite3.Connection, path: Path) -> tuple[np.ndarray, np.n
     return ids[order], codes[order], categories
 
 
-def resolve(ids: pd.Series, strings: tuple[np.ndarray, np.ndarray, pd.Index]) -> pd.Categorical:
+def resolve(ids: pd.Series, strings: tuple[np.ndarray, np.ndarray, pd.Index],
+            name_unknown: bool = False) -> pd.Categorical:
     """Map STRING_IDS ids to text as a categorical, without one Python string per row.
 
     Joining STRING_IDS in SQL materialises every name once per row; at millions of
     tasks that dominates the read, so ids are looked up with searchsorted instead.
-    Unknown or NULL ids become ``""``; a column that already holds text is kept.
+    NULL ids become ``""``; so do unknown ones, or ``(unresolved string id N)`` with
+    ``name_unknown`` (an operator's name and type: a blank would pass for a type). A
+    column that already holds text is kept.
     """
     if pd.api.types.infer_dtype(ids, skipna=True) in ("string", "mixed"):
         return as_category(ids)
     sorted_ids, codes, categories = strings
     empty = categories.get_loc("")
-    values = pd.to_numeric(ids, errors="coerce").fillna(-1).to_numpy(np.int64)
+    numbers = pd.to_numeric(ids, errors="coerce")
+    values = numbers.fillna(-1).to_numpy(np.int64)
     if len(sorted_ids) == 0:
-        return pd.Categorical.from_codes(np.full(len(values), empty), categories=categories)
-    pos = np.clip(np.searchsorted(sorted_ids, values), 0, len(sorted_ids) - 1)
-    found = sorted_ids[pos] == values
-    return pd.Categorical.from_codes(np.where(found, codes[pos], empty), categories=categories)
+        found = np.zeros(len(values), dtype=bool)
+        text = np.full(len(values), empty)
+    else:
+        pos = np.clip(np.searchsorted(sorted_ids, values), 0, len(sorted_ids) - 1)
+        found = sorted_ids[pos] == values
+        text = np.where(found, codes[pos], empty)
+    unknown = ~found & numbers.notna().to_numpy()
+    if name_unknown and unknown.any():
+        distinct, at = np.unique(values[unknown], return_inverse=True)
+        labels = pd.Index([UNRESOLVED.format(number) for number in distinct], dtype=object)
+        categories = categories.append(labels).unique()
+        text[unknown] = categories.get_indexer(labels)[at]
+    return pd.Categorical.from_codes(text, categories=categories)
+
+
+def unresolved_rows(*columns: pd.Series) -> np.ndarray:
+    """Rows where any of ``columns`` (resolved with ``name_unknown``) names a missing id."""
+    rows = np.zeros(len(columns[0]) if columns else 0, dtype=bool)
+    for column in columns:
+        values = pd.Categorical(column)
+        marked = values.categories.astype(str).str.startswith(UNRESOLVED_PREFIX)
+        rows |= np.asarray(marked, dtype=bool)[values.codes] & (values.codes >= 0)
+    return rows
+
+
+def unresolved_warning(db: Path, kernels: pd.DataFrame | None,
+                       comm: pd.DataFrame | None) -> str | None:
+    """The warning counting kernels and communication ops named by a missing string id."""
+    counts, ids = [], set()
+    for frame, what in ((kernels, "kernel(s)"), (comm, "communication op(s)")):
+        if frame is None or not len(frame):
+            continue
+        rows = unresolved_rows(frame["op_name"], frame["op_type_raw"])
+        if rows.any():
+            counts.append(f"{int(rows.sum())} of {len(frame)} {what}")
+            for column in ("op_name", "op_type_raw"):
+                named = frame[column][rows].astype(str)
+                ids |= set(named[named.str.startswith(UNRESOLVED_PREFIX)].unique())
+    if not counts:
+        return None
+    numbers = sorted(int(label[len(UNRESOLVED_PREFIX):-1]) for label in ids)
+    shown_ids = ", ".join(map(str, numbers[:5])) + (", …" if len(numbers) > 5 else "")
+    return (f"{shown(db)}: {' and '.join(counts)} have a name or type id missing from "
+            f"STRING_IDS ({shown_ids}): kept as '{UNRESOLVED.format('N')}' operators, "
+            "which match nothing on the other side (a damaged or partly written export?)")
 
 
 def read_kernels(conn: sqlite3.Connection, tables: dict[str, set[str]], path: Path,
@@ -307,7 +390,7 @@ def read_kernels(conn: sqlite3.Connection, tables: dict[str, set[str]], path: Pa
     frame = _query(conn, sql, path)
     for alias in (*KERNEL_STRINGS.values(), *(f for f in DB_STRING_ATTRIBUTES
                                              if f in attributes)):
-        frame[alias] = resolve(frame[alias], strings)
+        frame[alias] = resolve(frame[alias], strings, alias in NAMING_FIELDS)
     for field in BLOCK_ATTRIBUTES:
         if field in attributes:
             frame[field] = block_text(frame[field])
@@ -364,7 +447,7 @@ def read_comm_ops(conn: sqlite3.Connection, tables: dict[str, set[str]], path: P
            f"{_column('algType', columns, 'O', 'alg_type')} FROM COMMUNICATION_OP O")
     frame = _query(conn, sql, path)
     for alias in ("op_name", "op_type_raw", "alg_type"):
-        frame[alias] = resolve(frame[alias], strings)
+        frame[alias] = resolve(frame[alias], strings, alias in NAMING_FIELDS)
     frame["core"] = pd.Categorical(["COMMUNICATION"] * len(frame))
     for alias in ("input_shapes", "input_dtypes"):
         frame[alias] = pd.Categorical([""] * len(frame))
@@ -599,15 +682,20 @@ def read_db_file(db: Path) -> RankData:
     """Read one profiler db (and the analysis.db beside it) into RankData."""
     with _reading(db), closing(connect(db)) as conn:
         tables = tables_of(conn)
+        empty = empty_db_problem(db, tables)
+        if empty is not None:
+            raise InputError(db, empty)
         windows = step_windows(conn, tables, db)
         strings = string_table(conn, db) if "STRING_IDS" in tables else None
         kernels = read_kernels(conn, tables, db, strings)
         collectives = read_comm_ops(conn, tables, db, strings)
+        unresolved = unresolved_warning(db, kernels, collectives)
         algorithms = comm_algorithms(collectives)  # for provenance, not kept with the rows
         tasks = read_db_tasks(conn, tables, db, strings, _query, resolve)  # HCCL task level
         ops = _to_ops([kernels, collectives if collectives is None
                        else collectives.drop(columns="alg_type")], windows, db)
         ops, warnings = drop_impossible_durations(ops, db, "duration (endNs - startNs)")
+        warnings += [unresolved] if unresolved is not None else []
         devices = ops["device_id"].dropna()
         device = int(devices.mode().iloc[0]) if len(devices) and devices.max() >= 0 else None
         info = _meta(conn, tables, db, device)
@@ -631,6 +719,10 @@ def read_db_file(db: Path) -> RankData:
     else:
         with _reading(analysis), closing(connect(analysis)) as conn:
             extra = tables_of(conn)
+            empty = empty_db_problem(analysis, extra)
+            if empty is not None:
+                warnings.append(f"{shown(analysis)}: {empty}; step breakdown and "
+                                "communication detail unavailable")
             steps = read_step_trace_table(conn, extra, analysis, windows, task_span, device)
             comm = read_comm_table(conn, extra, analysis, rank if rank is not None else 0)
     fmt = "ascend_ms_db" if "mindspore" in db.name else FORMAT

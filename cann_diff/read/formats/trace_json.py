@@ -74,13 +74,14 @@ def _candidates(folder: Path) -> list[Path]:
 def trace_file(path: Path) -> Path | None:
     """The trace of a rank: the file itself, trace_view.json, or a folder's only trace.
 
-    A trace_view.json that is not a regular file is still returned: reading it says
-    what it is, where skipping it would pass the rank over in silence.
+    A trace_view.json, or a trace named as the input, that is not a regular file (a
+    FIFO, ``/dev/zero``) is still returned: reading it says what it is, where skipping it
+    would pass the rank over in silence or say only that no profile was found.
     """
     if is_regular(path):
         return path if path.name.endswith((".json", ".json.gz")) else None
     if not is_directory(path):
-        return None
+        return path if path.name.endswith((".json", ".json.gz")) and present(path) else None
     if present(output_dir(path) / TRACE):
         return output_dir(path) / TRACE
     found = _candidates(path)

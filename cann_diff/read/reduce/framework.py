@@ -41,6 +41,7 @@ import pandas as pd
 
 from ...schema import NO_FRAMEWORK_LINKS, NO_LINKS, UNLINKED, Note
 from ..formats import sqlite_db, torch_text
+from ..formats.files import present
 from ..formats.host_db import read_db_host_side, read_db_links
 from ..formats.host_links import HostLinks, HostSide, LinkScan, read_trace_links, read_trace_side
 from ..frames import by_category, concat_frames
@@ -247,7 +248,8 @@ def read_host_side(data: RankData) -> tuple[RankData, str]:
     if data.format == torch_text.FORMAT:
         trace = torch_text.output_dir(source) / TRACE
         if not trace.is_file():
-            return _side(data, HostSide(), f"{source.name}: no {TRACE} beside "
+            what = f"{TRACE} that is not a regular file" if present(trace) else f"no {TRACE}"
+            return _side(data, HostSide(), f"{source.name}: {what} beside "
                                            "kernel_details.csv (host→device links live there)")
         return _side(data, read_trace_side(trace),
                      f"{source.name}: no torch_to_npu flow events in {TRACE}")
