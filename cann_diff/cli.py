@@ -369,6 +369,9 @@ def _show_version(ctx: click.Context, _param, value: bool) -> None:
 @click.option("--junit", "junit_path", metavar="FILE",  # checked by check_junit: one line
               type=click.Path(path_type=Path),
               help="Also write the gate as JUnit XML (a testsuite per candidate).")
+@click.option("--ladder", is_flag=True,
+              help="NEW are ordered steps of one upgrade path: compare each with the one "
+                   "before it, and BASE with the last (the gate).")
 @click.option("--no-charts", is_flag=True, help="Skip the PNG charts.")
 @click.option("--no-html", is_flag=True, help="Skip report.html (one self-contained file).")
 @click.option("-q", "--quiet", is_flag=True,
@@ -377,12 +380,14 @@ def _show_version(ctx: click.Context, _param, value: bool) -> None:
               callback=_show_version, help="Show the version and exit.")
 def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_spec, alpha,
          threshold, step_threshold, fail_pct, fusion_map, alias_map, jobs, scheduler,
-         scheduler_timeout, junit_path, no_charts, no_html, quiet):
+         scheduler_timeout, junit_path, ladder, no_charts, no_html, quiet):
     """Compare Ascend NPU profiles: BASE (current stack) and NEW (one or more candidates).
 
     Writes a Markdown + PNG + JSON report of what changed and why. With several NEW,
     each candidate's full report goes to OUT/<base>_vs_<candidate>/ and OUT holds a
-    summary with one column per candidate. BASE and NEW are
+    summary with one column per candidate. With --ladder, BASE NEW1 NEW2 … are the steps
+    of one upgrade path: OUT/<a>_vs_<b>/ for each step and for BASE vs the last, and a
+    summary of which step moved what. BASE and NEW are
     each a profile as the profiler wrote it: a *_ascend_pt or *_ascend_ms directory
     (text or db export), a directory of them (one per rank), an ASCEND_PROFILER_OUTPUT
     directory, an msprof PROF_* directory, a trace_view.json or GPU Kineto trace
@@ -399,6 +404,9 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
     """  # noqa: D301 (click's \b: a paragraph it must not rewrap)
     # Every value checked before anything is read: a typo costs one line, not a run.
     news = list(new)
+    if ladder and len(news) < 2:
+        raise UsageError("--ladder", "needs BASE and at least two steps after it "
+                                     "(BASE STEP1 STEP2 …)")
     labels = _labels(labels_spec, base_label, new_label, len(news))
     gate = _percent(fail_pct, "--fail-on-regression") if fail_pct is not None else None
     # The gate is part of the step verdict: the status says "regressed" whenever it fails.
@@ -425,7 +433,7 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
     chart_workers = _chart_workers(jobs, not no_charts)  # MPLBACKEND settled: they inherit it
     if not chart_workers:
         _reading_workers(inputs, jobs, scheduler)
-    from .pipeline import Options, diff_candidates
+    from .pipeline import Options, diff_candidates, diff_ladder
     from .report import Invocation
     from .settings import Limits
 
@@ -455,10 +463,12 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
     with _charts_beside(chart_workers) as workers:
         on_result = (lambda result: workers.offer(result.report)) if workers else \
             (lambda result: None)
-        results = diff_candidates(base, news, options, labels, progress, rank_progress,
-                                  invocation, on_result)
+        compare = diff_ladder if ladder else diff_candidates
+        results = compare(base, news, options, labels, progress, rank_progress, invocation,
+                          on_result)
         reports = [r.report for r in results]
-        target = out_dir or Path("reports") / _default_name(reports)
+        target = out_dir or Path("reports") / _default_name(reports[:-1] if ladder
+                                                             else reports)
         # Cut to what OUT's filesystem takes (a 300-character label); the labels stay whole.
         names = [fit_name(name, target) for name in unique_names(
             [f"{safe_name(r.base.label)}_vs_{safe_name(r.new.label)}" for r in reports])]
@@ -466,16 +476,20 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
             check_junit(junit_path, target, [*inputs, *filter(None, (fusion_map, alias_map))])
         out = check_output_dir(target, inputs)
         failed = [gate is not None and bool(r.comparison.step.gate) for r in results]
+        summary = _ladder_summary(reports, names, gate, failed[-1]) if ladder else None
         # The junit file is part of the unit: written before any move, moved with the report.
         beside = {} if junit_path is None else \
-            {junit_path: _junit_text(reports, names, out_dir or out)}
+            {junit_path: _junit_text(reports, names, out_dir or out, summary)}
         # The whole report is written into a stage and moved into place under a lock: a
         # reader never sees report.md of one run beside a chart of another.
         with staged_report(out, on_wait=lambda: waiting(out), beside=beside) as stage:
             replaced = [name for name in ("report.md", "report.json", "ranks.csv")
                         if (out / name).exists()]
             progress(f"writing report to {out}")
-            if len(results) == 1:
+            if summary is not None:
+                _write_ladder(results, names, summary, stage, not no_charts, not no_html,
+                              workers)
+            elif len(results) == 1:
                 _write_report(results[0], stage, not no_charts, not no_html, workers)
             else:
                 _write_candidates(results, names, failed if gate is not None else None, gate,
@@ -485,7 +499,10 @@ def main(base, new, out_dir, base_label, new_label, labels_spec, top_n, steps_sp
                    err=True)
     if not quiet:
         _warn(reports)
-    if len(results) == 1:
+    if summary is not None:
+        click.echo(_ladder_screen(summary, out_dir or out))
+        failed = [False] * (len(results) - 1) + failed[-1:]  # the gate: first vs last
+    elif len(results) == 1:
         click.echo(_screen(reports[0], out_dir or out))
     else:
         click.echo(_candidates_summary(results, names, out_dir or out))
@@ -505,12 +522,42 @@ def _default_name(reports) -> str:
                     + "_".join(safe_name(r.new.label) for r in reports), Path("reports"))
 
 
-def _junit_text(reports, names: list[str], shown: Path) -> str:
-    """The JUnit XML; the report directories are written as given (``shown``)."""
-    from .render.junit import junit_xml
+def _junit_text(reports, names: list[str], shown: Path, ladder=None) -> str:
+    """The JUnit XML; the report directories are written as given (``shown``).
 
+    A ladder's is the gate's (first profile against the last), naming the rungs.
+    """
+    from .render.junit import junit_xml, rung_notes
+
+    if ladder is not None:
+        return junit_xml(reports[-1:], [shown / names[-1]], rung_notes(ladder, reports[:-1]))
     directories = [shown] if len(reports) == 1 else [shown / name for name in names]
     return junit_xml(reports, directories)
+
+
+def _ladder_summary(reports, names: list[str], gate: float | None, failed: bool):
+    from .report.ladder import build_ladder
+
+    return build_ladder(reports[:-1], reports[-1], names[:-1], names[-1], gate,
+                        failed if gate is not None else None)
+
+
+def _write_ladder(results, names: list[str], summary, stage: Path, charts: bool, html: bool,
+                  workers: Any = None) -> None:
+    """Each rung's report and the gate's in their own directories, the summary beside."""
+    from .render.ladder import write_ladder_summary
+
+    for result, name in zip(results, names):
+        (stage / name).mkdir()
+        _write_report(result, stage / name, charts, html, workers)
+    write_ladder_summary(summary, stage, charts, html)
+
+
+def _ladder_screen(summary, out_dir: Path) -> str:
+    lines = [fmt.visible(summary.verdict), ""]
+    lines += [f"  {fmt.visible(rung.sentence)}" for rung in summary.rungs]
+    lines += ["", f"report: {fmt.visible(str(out_dir / 'report.md'))}"]
+    return "\n".join(lines)
 
 
 def _labels(spec: str | None, base_label: str | None, new_label: str | None,

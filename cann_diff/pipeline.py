@@ -280,18 +280,11 @@ def diff(base_path: str | Path, new_path: str | Path, options: Options = Options
     return compare_runs(base, new, options, progress, invocation)
 
 
-def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
-                    options: Options = Options(), labels: list[str | None] | None = None,
-                    progress=lambda message: None,
-                    rank_progress=lambda side, done, total: None,
-                    invocation: Invocation | None = None,
-                    on_result: Callable[[Result], None] = lambda result: None) -> list[Result]:
-    """One baseline against several candidates: every input read once, at the same time.
+def _read_path(base_path: str | Path, new_paths: list[str | Path], options: Options,
+               labels: list[str | None] | None, progress, rank_progress) -> list[Run]:
+    """BASE and every NEW read once, at the same time, their default labels told apart.
 
-    ``labels`` names the base and then each candidate (None: the default label). Returns
-    one Result per candidate, in order; ``on_result`` gets each as soon as it is compared
-    (the command line's chart workers start drawing it while the next is compared). The
-    inputs may be read in worker processes, side by side (``read_sides``).
+    ``labels`` names the base and then each other input (None: the default label).
     """
     labels = list(labels or [None] * (len(new_paths) + 1))
     items = [(base_path, labels[0], "base"),
@@ -311,9 +304,46 @@ def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
         if i == 0 and len(new_paths) > 1 and run.label == f"{runs[0].label} (base)":
             continue
         runs[i] = run
+    return runs
+
+
+def diff_candidates(base_path: str | Path, new_paths: list[str | Path],
+                    options: Options = Options(), labels: list[str | None] | None = None,
+                    progress=lambda message: None,
+                    rank_progress=lambda side, done, total: None,
+                    invocation: Invocation | None = None,
+                    on_result: Callable[[Result], None] = lambda result: None) -> list[Result]:
+    """One baseline against several candidates: every input read once, at the same time.
+
+    ``labels`` names the base and then each candidate (None: the default label). Returns
+    one Result per candidate, in order; ``on_result`` gets each as soon as it is compared
+    (the command line's chart workers start drawing it while the next is compared). The
+    inputs may be read in worker processes, side by side (``read_sides``).
+    """
+    runs = _read_path(base_path, new_paths, options, labels, progress, rank_progress)
     base, news = runs[0], runs[1:]
     results = []
     for new in news:
+        results.append(compare_runs(base, new, options, progress, invocation))
+        on_result(results[-1])
+    return results
+
+
+def diff_ladder(base_path: str | Path, step_paths: list[str | Path],
+                options: Options = Options(), labels: list[str | None] | None = None,
+                progress=lambda message: None,
+                rank_progress=lambda side, done, total: None,
+                invocation: Invocation | None = None,
+                on_result: Callable[[Result], None] = lambda result: None) -> list[Result]:
+    """The steps of one upgrade path: each profile against the one before it, then the gate.
+
+    Every input is read once. Returns the rungs' Results in path order (BASE vs STEP1,
+    STEP1 vs STEP2, …) and last BASE vs the last step (the gate); ``on_result`` gets each
+    as it is compared.
+    """
+    runs = _read_path(base_path, step_paths, options, labels, progress, rank_progress)
+    results = []
+    for base, new in [*zip(runs, runs[1:]), (runs[0], runs[-1])]:
         results.append(compare_runs(base, new, options, progress, invocation))
         on_result(results[-1])
     return results

@@ -6,7 +6,6 @@ a pairwise report, so both files say the same and every name is escaped the same
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from .document import (
     report_link,
     strong,
 )
-from .files import write_images, write_text_atomic
+from .files import write_summary
 
 CHART = "candidates_step"
 
@@ -158,25 +157,9 @@ def write_candidates_summary(summary: CandidatesSummary, out_dir: Path, charts: 
 
     ``images``: the chart already drawn (``charts.candidates_images``); None: drawn here.
     """
-    from .markdown import to_markdown
-
-    out_dir = Path(out_dir)
-    written: list[Path] = []
     if not charts:
         images = {}
     elif images is None:
         images = candidates_images(summary)
-    drawn = write_images(out_dir, images)
-    written += drawn.values()
-    blocks = summary_blocks(summary)
-    written.append(write_text_atomic(out_dir / "report.md", to_markdown(
-        blocks, {name: path.name for name, path in drawn.items()})))
-    if html:
-        from .html import to_html
-
-        written.append(write_text_atomic(out_dir / "report.html",
-                                         to_html(blocks, images)))
-    written.append(write_text_atomic(
-        out_dir / "report.json",
-        json.dumps(summary.to_dict(), indent=2, ensure_ascii=False) + "\n"))
-    return written
+    return write_summary(Path(out_dir), summary_blocks(summary), images, summary.to_dict(),
+                         html)

@@ -593,6 +593,40 @@ def draw_candidates(summary: CandidatesSummary, path: Path) -> Path:
     return _save(candidates_figure(summary), path)
 
 
+def ladder_figure(summary):
+    """The step along a ladder: a stacked bar per profile, each rung's moved parts marked.
+
+    Bars: computing, exposed communication and Free of each profile as its rung's step
+    table shows it; the Stage (step) figure beside each bar. Between two bars, the parts
+    the rung's verdict names as causes, with their Δ (ms): the rung that moved each part.
+    """
+    labels = [short(label) for label in summary.labels]
+    fig, ax = plt.subplots(figsize=(SIZE[0], 2.0 + 0.8 * len(labels)), layout="constrained")
+    left = [0.0] * len(labels)
+    for key, name, colour in STACK[:3]:
+        values = [_ms(parts.get(key)) for parts in summary.parts]
+        values = [0.0 if v != v else v for v in values]
+        ax.barh(labels, values, left=left, color=colour, label=name)
+        left = [a + b for a, b in zip(left, values)]
+    stages = [_ms(parts.get("stage")) for parts in summary.parts]
+    for y, (total, stage) in enumerate(zip(left, stages)):
+        text = f"  {stage:,.2f} ms" if stage == stage else ""
+        ax.text(total, y, text, va="center")
+    widest = max(left) if max(left) > 0 else 1.0
+    for rung in summary.rungs:
+        moved = "\n".join(f"rung {rung.index}: {fmt.visible(c.name)} "
+                           f"{fmt.ms(c.delta_us, signed=True)} ms" for c in rung.causes)
+        if moved:  # between the rung's two bars, at the right: what this rung moved
+            ax.annotate(moved, xy=(widest * 1.02, rung.index - 0.5), va="center",
+                        fontsize=8, color="#333333", annotation_clip=False)
+    ax.invert_yaxis()
+    ax.set_xlim(0, widest * 1.55)
+    ax.set_xlabel("ms per step (mean over steps and ranks)")
+    ax.set_title("Step time along the upgrade path")
+    fig.legend(loc="outside lower center", ncols=3, frameon=False, fontsize=9)
+    return fig
+
+
 
 # --------------------------------------------------------------------------- memory
 

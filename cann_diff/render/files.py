@@ -271,6 +271,30 @@ def write_images(out_dir: Path, images: Mapping[str, bytes]) -> dict[str, Path]:
             for name, data in images.items()}
 
 
+def write_summary(out_dir: Path, blocks: list, images: Mapping[str, bytes], data: dict,
+                  html: bool = True) -> list[Path]:
+    """A summary of several reports (candidates, a ladder) as its files in ``out_dir``.
+
+    Its charts (``images``: {name: PNG bytes}), report.md linking them, report.html
+    holding them, and report.json (``data``).
+    """
+    import json
+
+    from .html import to_html
+    from .markdown import to_markdown
+
+    drawn = write_images(out_dir, images)
+    written = list(drawn.values())
+    written.append(write_text_atomic(Path(out_dir) / "report.md", to_markdown(
+        blocks, {name: path.name for name, path in drawn.items()})))
+    if html:
+        written.append(write_text_atomic(Path(out_dir) / "report.html",
+                                         to_html(blocks, images)))
+    written.append(write_text_atomic(Path(out_dir) / "report.json",
+                                     json.dumps(data, indent=2, ensure_ascii=False) + "\n"))
+    return written
+
+
 @contextmanager
 def staged_report(out_dir: Path, wait_s: float | None = None,
                   on_wait: Callable[[], None] | None = None,

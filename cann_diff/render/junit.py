@@ -15,7 +15,7 @@ escapes first (``format.visible``).
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .. import format as fmt
@@ -34,7 +34,7 @@ def step_failed(report: Report) -> bool:
     return bool(gate) if gate is not None else report.step.status == "regressed"
 
 
-def _step_case(suite: ET.Element, report: Report, label: str) -> bool:
+def _step_case(suite: ET.Element, report: Report, label: str, note: str = "") -> bool:
     s = report.step
     case = ET.SubElement(suite, "testcase", name="step time", classname=f"{CLASSNAME}.{label}")
     failed = step_failed(report)
@@ -43,7 +43,8 @@ def _step_case(suite: ET.Element, report: Report, label: str) -> bool:
         failure = ET.SubElement(case, "failure", type="step-regressed",
                                 message=_text(report.headline))
         failure.text = _text(f"step {fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms "
-                             f"({fmt.pct(s.change_pct)}, {s.status}; {gate})")
+                             f"({fmt.pct(s.change_pct)}, {s.status}; {gate})"
+                             + (f". {note}" if note else ""))
     else:
         out = ET.SubElement(case, "system-out")
         out.text = _text(f"step {fmt.ms(s.base_us)} → {fmt.ms(s.new_us)} ms "
@@ -51,7 +52,8 @@ def _step_case(suite: ET.Element, report: Report, label: str) -> bool:
     return failed
 
 
-def _finding_cases(suite: ET.Element, report: Report, label: str) -> int:
+def _finding_cases(suite: ET.Element, report: Report, label: str,
+                   notes: Mapping[str, str]) -> int:
     failures = 0
     for finding in report.findings:
         if finding.severity != "high":
@@ -59,17 +61,39 @@ def _finding_cases(suite: ET.Element, report: Report, label: str) -> int:
         case = ET.SubElement(suite, "testcase", name=_text(f"finding {finding.id}"),
                              classname=f"{CLASSNAME}.{label}")
         failure = ET.SubElement(case, "failure", type=finding.id, message=_text(finding.title))
-        failure.text = _text(finding.detail)
+        note = notes.get(finding.id, "")
+        failure.text = _text(finding.detail + (f" {note}" if note else ""))
         failures += 1
     return failures
 
 
-def junit_xml(reports: Sequence[Report], directories: Sequence[str | Path]) -> str:
+def rung_notes(ladder, rungs: Sequence[Report]) -> dict[str, str]:
+    """For a ladder's gate: which rung introduced the step change and each high finding.
+
+    ``step``: the rungs whose verdict names causes, with them; a finding id: the first rung
+    whose own report raises it.
+    """
+    moved = [f"rung {r.index} ({r.name}): " + ", ".join(
+        f"{c.name} {fmt.ms(c.delta_us, signed=True)} ms" for c in r.causes)
+        for r in ladder.rungs if r.causes]
+    notes = {"step": "Introduced along the path by " + "; ".join(moved) + "."} if moved else {}
+    for index, report in enumerate(rungs, 1):
+        for finding in report.findings:
+            notes.setdefault(finding.id, f"Introduced at rung {index} "
+                                         f"({ladder.rungs[index - 1].name}).")
+    return notes
+
+
+def junit_xml(reports: Sequence[Report], directories: Sequence[str | Path],
+              notes: Mapping[str, str] | None = None) -> str:
     """The JUnit XML of one or several pairwise reports (``directories``: where each is).
 
     ``directories`` are written as given (relative to where CI collects artifacts, or
     absolute) into the properties ``report.md``, ``report.html`` and ``report.json``.
+    ``notes`` (a ladder's gate, ``rung_notes``) end the failure texts of the step
+    (``step``) and of each finding id: the rung that introduced it.
     """
+    notes = notes or {}
     root = ET.Element("testsuites", name=CLASSNAME)
     total = failed = 0
     for report, directory in zip(reports, directories):
@@ -82,7 +106,8 @@ def junit_xml(reports: Sequence[Report], directories: Sequence[str | Path]) -> s
                             *((f"report.{ext}", str(Path(directory) / f"report.{ext}"))
                               for ext in ("md", "html", "json"))):
             ET.SubElement(properties, "property", name=name, value=_text(value))
-        fails = int(_step_case(suite, report, label)) + _finding_cases(suite, report, label)
+        fails = int(_step_case(suite, report, label, notes.get("step", ""))) + \
+            _finding_cases(suite, report, label, notes)
         cases = len(suite.findall("testcase"))
         suite.set("tests", str(cases))
         suite.set("failures", str(fails))
