@@ -68,13 +68,17 @@ EXAMPLE = (ROOT / "examples" / "cann7.0.1.3", ROOT / "examples" / "cann8.0.RC2")
 FLOOR_COLUMNS = ["Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)",
                  "Step Id", "Input Shapes", "Input Data Types"]
 
+# argv[1]: the columns wanted; argv[2]: a JSON file listing the paths (10,000 ranks give
+# 60,000 paths: 5.5 MB, over the 2 MB a command line may hold).
 FLOOR_SCRIPT = r"""
 import csv, json, os, sys, time
 import pyarrow.csv as pacsv
 wanted = json.loads(sys.argv[1])
+with open(sys.argv[2]) as listing:
+    paths = json.load(listing)
 began, cpu = time.perf_counter(), os.times()
 rows = 0
-for path in sys.argv[2:]:
+for path in paths:
     if not path.endswith("kernel_details.csv"):
         continue
     with open(path, newline="") as handle:
@@ -83,7 +87,7 @@ for path in sys.argv[2:]:
     table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(include_columns=cols))
     rows += table.num_rows
 csv_done, csv_cpu = time.perf_counter(), os.times()
-for path in sys.argv[2:]:
+for path in paths:
     if path.endswith("step_trace_time.csv"):
         pacsv.read_csv(path)
     elif path.endswith("communication.json"):
@@ -234,8 +238,9 @@ def measure(rows: int, args: argparse.Namespace, startup: tuple[float, int],
     ranks = args.ranks if ranks is None else ranks
     pair = ensure_pair(rows, ranks, args.data_dir, comm_fraction)
     total_bytes, csv_bytes = input_bytes(pair)
-    files = [str(p) for p in floor_files(pair)]
-    floor_cmd = [sys.executable, "-c", FLOOR_SCRIPT, json.dumps(FLOOR_COLUMNS), *files]
+    listing = Path(args.data_dir) / f"floor-files-{pair.name}.json"
+    listing.write_text(json.dumps([str(p) for p in floor_files(pair)]))
+    floor_cmd = [sys.executable, "-c", FLOOR_SCRIPT, json.dumps(FLOOR_COLUMNS), str(listing)]
     # Each e2e run right after its floor run: the machine's speed drifts (1.7x within an
     # hour here), and a ratio is only fair between runs made side by side. Each timed run
     # also follows a run that has just freed as much memory: memory freed seconds ago is

@@ -35,7 +35,7 @@ from .device_memory import RankMemory
 from .framework import framework_of, read_host_side
 from .non_compute import NOTHING, NonCompute, non_compute
 from .summary import Stack, StackShare, sort_codes, summarize
-from .timeline import reconcile_steps, step_breakdown_from_kernels
+from .timeline import reconcile_stacked, reconcile_steps, step_breakdown_from_kernels
 
 StepRanges = list[tuple[int | None, int | None]]
 
@@ -372,8 +372,8 @@ def _reduce_stack(stack: list[tuple[int, RankData, str]], plan: RankPlan
     step_spans = cut_rows(every_span, spans)
     dtype_us = dtype_time(ops, slot, len(datas))
     sides = _stacked_sides(datas, ops, slot)
-    ledgers = _stacked_ledgers(ops, slot, len(datas))
-    steps = [reconcile_steps(c.steps, ledger) for c, ledger in zip(chosen, ledgers)]
+    ledger = step_breakdown_from_kernels(ops.assign(rank=slot)) if len(ops) else None
+    steps = reconcile_stacked([c.steps for c in chosen], ledger)
     shares = _share_out(datas, plan, ops, slot, summary)
     return {number: RankResult(
         data.source, data.format, data.rank, data.info, data.all_warnings(), steps[n][0],
@@ -382,16 +382,6 @@ def _reduce_stack(stack: list[tuple[int, RankData, str]], plan: RankPlan
         step_ids=chosen[n].step_ids, step_spans=step_spans[n], framework_note=note,
         dtype_us=dtype_us[n], **_with_side(sides[n]))
         for n, ((number, data, note), (share, rows)) in enumerate(zip(stack, shares))}
-
-
-def _stacked_ledgers(ops: pd.DataFrame, slot: np.ndarray, count: int
-                     ) -> list[pd.DataFrame | None]:
-    """Each stacked rank's step figures from its kernels, rank 0: one pass over the stack."""
-    if not len(ops):
-        return [None] * count
-    ledger = step_breakdown_from_kernels(ops.assign(rank=slot))
-    cuts = cut_rows(ledger.assign(rank=0), _bounds(ledger["rank"].to_numpy(np.int64), count))
-    return [cut if len(cut) else None for cut in cuts]
 
 
 def _stacked_sides(datas: list[RankData], ops: pd.DataFrame, slot: np.ndarray

@@ -160,6 +160,65 @@ def reconcile_steps(profiler: pd.DataFrame | None, kernels: pd.DataFrame | None
     return out, differ
 
 
+# A step id no step has, standing for a missing one (<NA>) in a stack's join keys: a
+# missing step matches a missing step, as ``reindex`` matches NA with NA in reconcile_steps.
+NO_STEP = np.iinfo(np.int64).min
+
+
+def _step_keys(steps: pd.Series) -> np.ndarray:
+    return pd.array(steps, dtype="Int64").to_numpy(dtype=np.int64, na_value=NO_STEP)
+
+
+def reconcile_stacked(profilers: list[pd.DataFrame | None], ledger: pd.DataFrame | None
+                      ) -> list[tuple[pd.DataFrame | None, dict[str, float]]]:
+    """``reconcile_steps`` of every rank of a stack in one pass, with the same results.
+
+    ``profilers``: each stacked rank's figures from the profiler (None: none); ``ledger``:
+    ``step_breakdown_from_kernels`` of the whole stack, its ``rank`` the rank's position in
+    ``profilers``. Per rank, pandas' fixed costs made the one-rank form ~3 ms: with 10,000
+    small ranks, more than the read of their files.
+    """
+    results: list[tuple[pd.DataFrame | None, dict[str, float]]] = [(p, {}) for p in profilers]
+    have = [n for n, p in enumerate(profilers) if p is not None and len(p)]
+    if ledger is None or not len(ledger) or not have:
+        return results
+    lengths = np.array([len(profilers[n]) for n in have], dtype=np.int64)
+    slot = np.repeat(np.array(have, dtype=np.int64), lengths)
+    own = pd.concat([profilers[n] for n in have], ignore_index=True)
+    theirs = ledger.drop_duplicates(["rank", "step"])
+    index = pd.MultiIndex.from_arrays([theirs["rank"].to_numpy(np.int64),
+                                       _step_keys(theirs["step"])])
+    at = index.get_indexer(pd.MultiIndex.from_arrays([slot, _step_keys(own["step"])]))
+    hit = at >= 0
+    rows = np.maximum(at, 0)
+
+    def kernels(name: str) -> np.ndarray:
+        return np.where(hit, theirs[name].to_numpy(float)[rows], np.nan)
+
+    span_p = own["stage"].to_numpy(float) + np.nan_to_num(own["bubble"].to_numpy(float))
+    span_k = kernels("stage") + kernels("bubble")
+    comp_p, comp_k = own["computing"].to_numpy(float), kernels("computing")
+    with np.errstate(invalid="ignore"):
+        covered = ((np.abs(span_k - span_p) <= np.maximum(COVERED_SHARE * span_p, 1.0))
+                   & (np.abs(comp_k - comp_p) <= np.maximum(COVERED_SHARE * comp_p, 1.0)))
+    if not covered.any():
+        return results
+    out = own.copy()
+    gaps = {}
+    for name in LEDGER_FIELDS:
+        mine, before = kernels(name), out[name].to_numpy(float)
+        gap = pd.Series(np.where(covered, np.abs(mine - before), np.nan))
+        gaps[name] = gap.groupby(slot).max().reindex(range(len(profilers))).to_numpy()
+        out[name] = np.where(covered, mine, before)
+    bounds = np.concatenate(([0], np.cumsum(lengths)))
+    changed = np.bincount(slot[covered], minlength=len(profilers)) > 0
+    for part, n in enumerate(have):
+        if changed[n]:
+            frame = out.iloc[bounds[part]:bounds[part + 1]].reset_index(drop=True)
+            results[n] = (frame, {name: float(g[n]) for name, g in gaps.items() if g[n] > 0})
+    return results
+
+
 def _covered_until(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     """Length of the disjoint sorted intervals [s, e) lying before each time ``t``."""
     if len(s) == 0:
