@@ -179,12 +179,13 @@ def reconcile_stacked(profilers: list[pd.DataFrame | None], ledger: pd.DataFrame
     small ranks, more than the read of their files.
     """
     results: list[tuple[pd.DataFrame | None, dict[str, float]]] = [(p, {}) for p in profilers]
-    have = [n for n, p in enumerate(profilers) if p is not None and len(p)]
-    if ledger is None or not len(ledger) or not have:
+    present = [(n, p) for n, p in enumerate(profilers) if p is not None and len(p)]
+    if ledger is None or not len(ledger) or not present:
         return results
-    lengths = np.array([len(profilers[n]) for n in have], dtype=np.int64)
+    have = [n for n, _ in present]
+    lengths = np.array([len(p) for _, p in present], dtype=np.int64)
     slot = np.repeat(np.array(have, dtype=np.int64), lengths)
-    own = pd.concat([profilers[n] for n in have], ignore_index=True)
+    own = pd.concat([p for _, p in present], ignore_index=True)
     theirs = ledger.drop_duplicates(["rank", "step"])
     index = pd.MultiIndex.from_arrays([theirs["rank"].to_numpy(np.int64),
                                        _step_keys(theirs["step"])])
