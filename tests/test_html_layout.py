@@ -69,7 +69,7 @@ def pages():
 
 @needs_browser
 @pytest.mark.slow
-@pytest.mark.parametrize("base, new", pages())
+@pytest.mark.parametrize("base, new", list(pages()))
 def test_every_table_column_is_in_view_at_1400_px(base, new, tmp_path):
     page = render_html(diff(base, new).report)
     boxes, (page_scroll, page_client) = widths(page, 1400, tmp_path)
