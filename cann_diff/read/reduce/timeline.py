@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..frames import cut_rows
+
 COMM_CATEGORIES = ("communication",)
 
 
@@ -213,9 +215,8 @@ def reconcile_stacked(profilers: list[pd.DataFrame | None], ledger: pd.DataFrame
         out[name] = np.where(covered, mine, before)
     bounds = np.concatenate(([0], np.cumsum(lengths)))
     changed = np.bincount(slot[covered], minlength=len(profilers)) > 0
-    for part, n in enumerate(have):
+    for n, frame in zip(have, cut_rows(out, bounds)):
         if changed[n]:
-            frame = out.iloc[bounds[part]:bounds[part + 1]].reset_index(drop=True)
             results[n] = (frame, {name: float(g[n]) for name, g in gaps.items() if g[n] > 0})
     return results
 
