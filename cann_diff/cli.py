@@ -203,9 +203,8 @@ def _screen(report, out_dir: Path) -> str:
         lines += [f"  {fmt.visible(c.text)}" for c in v.causes]
         lines += [f"  {fmt.visible(v.memory)}"] if v.memory else []
         lines += [f"⚠ {fmt.visible(c.text)}" for c in v.caveats]
-    lines.append("")
-    for finding in report.findings[:5]:
-        lines.append(f"  [{finding.severity}] {finding.id}: {fmt.visible(finding.title)}")
+    findings = [f"  [{f.severity}] {f.id}: {fmt.visible(f.title)}" for f in report.findings[:5]]
+    lines += ["", *findings] if findings else []
     lines += ["", f"report: {fmt.visible(str(out_dir / 'report.md'))}"]
     return "\n".join(lines)
 

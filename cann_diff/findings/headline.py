@@ -266,7 +266,7 @@ def _cause(cmp: Comparison, part: Part, compute: ComputeSplit,
            fusion: Sequence[FusionGroup]) -> Cause:
     step = cmp.step.delta_us
     if part.name == BUBBLE:
-        detail = "pipeline receive time, which Stage leaves out: more Bubble, shorter Stage"
+        detail = "pipeline receive time, which Stage leaves out (Stage = span − Bubble)"
     elif part.name == "computing":
         detail = _compute_phrase(cmp, compute)
     elif part.name == "exposed communication":

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .. import format as fmt
+from ..compare.attributes import PLACEMENT
 from .json_form import SCHEMA, fields_json
 from .model import CauseRow, OperatorRow, Report, ReportSettings, StepResult
 
@@ -37,7 +38,6 @@ LAYERS = ("kernel", "placement", "implementation", "dispatch", "graph", "communi
 # An added, removed or count-changed key names a rung when it holds this share of the
 # rung's base step: smaller ones are listed in the rung's own report.
 GRAPH_SHARE = 0.01
-PLACEMENT = ("core", "block_dim", "mix_block_dim")
 IMPLEMENTATION = ("implementation", "input_formats", "input_dtypes", "hf32", "op_state")
 PART_LAYERS = {"exposed communication": "communication", "Bubble": "communication",
                "Free (device idle)": "dispatch"}
@@ -253,15 +253,23 @@ def _rung_sentence(index: int, report: Report,
     said = []
     for cause in causes:
         change = changes.get(("part", cause.name))
-        layer = change.moves[[m.rung for m in change.moves].index(index)].layer \
-            if change is not None and index in [m.rung for m in change.moves] else ""
+        layer = _move_at(change, index).layer if change is not None else ""
         said.append(f"{cause.name} {fmt.ms(cause.delta_us, signed=True)} ms"
                     + (f" [{layer}]" if layer else "")
                     + _reversal(change, index))
-    fusion = [c for c in changes.values() if c.kind == "fusion"
-              and index in [m.rung for m in c.moves]]
-    tail = "; ".join(m.detail for c in fusion for m in c.moves if m.rung == index)
+    tail = _fusion_at(changes.values(), index)
     return f"{head}: {', '.join(said)}" + (f"; {tail}" if tail else "")
+
+
+def _move_at(change: LadderChange, rung: int) -> Move:
+    """The change's move at ``rung`` (a part a rung's verdict names always has one)."""
+    return next(m for m in change.moves if m.rung == rung)
+
+
+def _fusion_at(changes, rung: int) -> str:
+    """What the rung did to MC2 fused ops, in words, or ``""``."""
+    return "; ".join(m.detail for c in changes if c.kind == "fusion"
+                     for m in c.moves if m.rung == rung)
 
 
 def _path_verdict(labels: Sequence[str], rungs: Sequence[Rung], gate: Rung,
@@ -281,8 +289,7 @@ def _path_verdict(labels: Sequence[str], rungs: Sequence[Rung], gate: Rung,
     for rung in rungs:
         moved = [c for c in changes if c.kind == "part" and c.rung == rung.index]
         back = [c for c in changes if c.kind == "part" and c.undone_at == rung.index]
-        fused = "; ".join(m.detail for c in changes if c.kind == "fusion"
-                          for m in c.moves if m.rung == rung.index)
+        fused = _fusion_at(changes, rung.index)
         pieces = []
         if moved:
             top = max(moved, key=lambda c: abs(c.delta_us))
@@ -290,9 +297,8 @@ def _path_verdict(labels: Sequence[str], rungs: Sequence[Rung], gate: Rung,
             pieces.append(f"{verb.format(fmt.ms(abs(top.delta_us)))} {top.item} "
                           f"[{top.layer}]")
         for change in back:
-            move = next(m for m in change.moves if m.rung == rung.index)
             pieces.append(f"gives back rung {change.rung}'s {change.item} "
-                          f"({fmt.ms(move.delta_us, signed=True)} ms)")
+                          f"({fmt.ms(_move_at(change, rung.index).delta_us, signed=True)} ms)")
         if pieces:
             said.append(f"rung {rung.index} ({rung.new}) {' and '.join(pieces)}"
                         + (f": {fused}" if fused else ""))
